@@ -1,0 +1,6 @@
+#!/bin/sh
+# Regenerates the build system (configure, Makefile.in).
+set -e
+cd "$(dirname "$0")"
+mkdir -p m4 config
+autoreconf -fi

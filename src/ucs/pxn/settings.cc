@@ -1,0 +1,119 @@
+#include "settings.h"
+
+#include "rail_map.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace pxn {
+
+bool is_valid_group_name(const std::string &group)
+{
+    if (group.empty() || (group.size() > kMaxGroupLength) || (group == ".") ||
+        (group == "..")) {
+        return false;
+    }
+    for (char c : group) {
+        const bool ok = ((c >= 'a') && (c <= 'z')) || ((c >= 'A') && (c <= 'Z')) ||
+                        ((c >= '0') && (c <= '9')) || (c == '_') || (c == '.') ||
+                        (c == '-');
+        if (!ok) {
+            return false;
+        }
+    }
+    return true;
+}
+
+namespace {
+
+template<typename T>
+ucs_status_t out_of_range(std::string *error, const char *var, T value,
+                          const std::string &rule)
+{
+    std::ostringstream os;
+    os << "UCX_PXN_" << var << "=" << value << ": " << rule;
+    *error = os.str();
+    return UCS_ERR_INVALID_PARAM;
+}
+
+bool is_node_id_char(char c)
+{
+    return (c > ' ') && (c < 127) && (c != '/');
+}
+
+} // namespace
+
+ucs_status_t validate(const Settings &s, std::string *error)
+{
+    if (!is_valid_group_name(s.group)) {
+        return out_of_range(error, "GROUP", "'" + s.group + "'",
+                            "must be 1-64 characters of [A-Za-z0-9_.-], not '.' "
+                            "or '..'");
+    }
+    if (s.node_id.size() > kMaxNodeIdLength) {
+        return out_of_range(error, "NODE_ID", "'" + s.node_id + "'",
+                            "must be at most 63 characters");
+    }
+    for (char c : s.node_id) {
+        if (!is_node_id_char(c)) {
+            return out_of_range(error, "NODE_ID", "'" + s.node_id + "'",
+                                "must be printable, without spaces or '/'");
+        }
+    }
+
+    RailMap   map;
+    std::string why;
+    if (RailMap::parse(s.rail_map, &map, &why) != UCS_OK) {
+        return out_of_range(error, "RAIL_MAP", "'" + s.rail_map + "'", why);
+    }
+    if (s.net_tls.empty()) {
+        return out_of_range(error, "NET_TLS", "''",
+                            "must name at least one inner transport");
+    }
+
+    const Geometry &g = s.geometry;
+    if ((g.lanes < 1) || (g.lanes > kMaxLanes)) {
+        return out_of_range(error, "LANES", g.lanes, "must be 1..64");
+    }
+    if ((g.slots < 1) || (g.slots > kMaxSlots)) {
+        return out_of_range(error, "SLOTS", g.slots, "must be 1..4096");
+    }
+    if ((g.slot_size < kMinSlotSize) || (g.slot_size > kMaxSlotSize) ||
+        (g.slot_size % 64)) {
+        return out_of_range(error, "SLOT_SIZE", g.slot_size,
+                            "must be 4096..1073741824 bytes, a multiple of 64");
+    }
+    if ((g.max_plan < 1) || (g.max_plan > kMaxPlan)) {
+        return out_of_range(error, "MAX_PLAN", g.max_plan, "must be 1..65536");
+    }
+    if (g.arena_size() > kMaxArenaSize) {
+        return out_of_range(error, "SLOT_SIZE", g.slot_size,
+                            "LANES x SLOTS x SLOT_SIZE = " +
+                            std::to_string(g.arena_size()) +
+                            " bytes exceeds the 64 GiB arena limit");
+    }
+    if ((s.inflight_depth < 1) || (s.inflight_depth > kMaxInflightDepth)) {
+        return out_of_range(error, "INFLIGHT_DEPTH", s.inflight_depth,
+                            "must be 1..64");
+    }
+    if (!std::isfinite(s.credit_timeout) || (s.credit_timeout <= 0)) {
+        return out_of_range(error, "CREDIT_TIMEOUT", s.credit_timeout,
+                            "must be a positive time");
+    }
+    if (!std::isfinite(s.heartbeat_timeout) || (s.heartbeat_timeout <= 0)) {
+        return out_of_range(error, "HEARTBEAT_TIMEOUT", s.heartbeat_timeout,
+                            "must be a positive time");
+    }
+    if ((s.relay_slice != 0) &&
+        ((s.relay_slice < 64) || (s.relay_slice > g.slot_size))) {
+        return out_of_range(error, "RELAY_SLICE", s.relay_slice,
+                            "must be 0 (no slicing) or 64..SLOT_SIZE bytes");
+    }
+    if ((s.relay_slice != 0) && (s.relay_slice_merge >= s.relay_slice)) {
+        return out_of_range(error, "RELAY_SLICE_MERGE", s.relay_slice_merge,
+                            "must be smaller than UCX_PXN_RELAY_SLICE");
+    }
+    return UCS_OK;
+}
+
+} // namespace pxn

@@ -1,0 +1,69 @@
+/*
+ * pxn settings: the values of every UCX_PXN_* variable after UCX's parser
+ * has read them, and their semantic validation.
+ *
+ * Contract: validate() checks every field and, on the first bad one, returns
+ * UCS_ERR_INVALID_PARAM with a message that starts with the variable's full
+ * name (e.g. "UCX_PXN_SLOTS=0: ..."). It logs nothing: the caller logs the
+ * message once.
+ */
+#ifndef PXN_SETTINGS_H_
+#define PXN_SETTINGS_H_
+
+#include <ucs/type/status.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pxn {
+
+/* Shape of a relay's staging arena and lane rings. The arena size is derived,
+ * never configured: lanes x slots x slot_size. */
+struct Geometry {
+    uint32_t lanes     = 7;
+    uint32_t slots     = 18;
+    uint64_t slot_size = 8ull << 20;
+    uint32_t max_plan  = 4096;
+
+    uint64_t arena_size() const { return uint64_t(lanes) * slots * slot_size; }
+    bool operator==(const Geometry &o) const
+    {
+        return (lanes == o.lanes) && (slots == o.slots) &&
+               (slot_size == o.slot_size) && (max_plan == o.max_plan);
+    }
+};
+
+/* Limits enforced by validate(). */
+constexpr uint32_t kMaxLanes         = 64;
+constexpr uint32_t kMaxSlots         = 4096;
+constexpr uint64_t kMinSlotSize      = 4096;
+constexpr uint64_t kMaxSlotSize      = 1ull << 30;
+constexpr uint32_t kMaxPlan          = 65536;
+constexpr uint32_t kMaxInflightDepth = 64;
+constexpr uint64_t kMaxArenaSize     = 64ull << 30;
+constexpr size_t   kMaxGroupLength   = 64;
+constexpr size_t   kMaxNodeIdLength  = 63;
+
+struct Settings {
+    std::string              group;
+    std::string              node_id;     /* empty: derived from the boot id */
+    std::string              rail_map;
+    std::vector<std::string> net_tls;
+    std::string              home_device; /* empty: the device of the iface */
+    Geometry                 geometry;
+    uint32_t                 inflight_depth    = 4;
+    double                   credit_timeout    = 1.0; /* seconds */
+    double                   heartbeat_timeout = 3.0; /* seconds */
+    uint64_t                 relay_slice       = 0;   /* 0: inner limits only */
+    uint64_t                 relay_slice_merge = 4096;
+};
+
+/* 1..64 characters of [A-Za-z0-9_.-], and not "." or "..". */
+bool is_valid_group_name(const std::string &group);
+
+ucs_status_t validate(const Settings &settings, std::string *error);
+
+} // namespace pxn
+
+#endif

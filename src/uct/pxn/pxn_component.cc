@@ -1,0 +1,77 @@
+/*
+ * Registration of the pxn component, md and transport, the way UCX's own
+ * modules register (constructor of the shared object): with pxn in UCX's
+ * module list the loader dlopen()s us; with a stock UCX, LD_PRELOAD does.
+ */
+#include "pxn_iface.h"
+#include "pxn_md.h"
+
+extern "C" {
+#include <uct/base/uct_component.h>
+}
+
+static ucs_status_t uct_pxn_query_md_resources(uct_component_t *component,
+                                               uct_md_resource_desc_t **resources_p,
+                                               unsigned *num_resources_p) noexcept
+{
+    return uct_md_query_single_md_resource(component, resources_p,
+                                           num_resources_p);
+}
+
+static ucs_status_t uct_pxn_cm_open(const uct_component_h, uct_worker_h,
+                                    const uct_cm_config_t *, uct_cm_h *) noexcept
+{
+    return UCS_ERR_UNSUPPORTED;
+}
+
+static ucs_status_t uct_pxn_rkey_unpack(uct_component_t *, const void *,
+                                        uct_rkey_t *rkey_p, void **handle_p) noexcept
+{
+    *rkey_p   = 0;
+    *handle_p = nullptr;
+    return UCS_ERR_UNSUPPORTED;
+}
+
+static ucs_status_t uct_pxn_rkey_ptr(uct_component_t *, uct_rkey_t, void *,
+                                     uint64_t, void **) noexcept
+{
+    return UCS_ERR_UNSUPPORTED;
+}
+
+static ucs_status_t uct_pxn_rkey_release(uct_component_t *, uct_rkey_t,
+                                         void *) noexcept
+{
+    return UCS_OK;
+}
+
+static void uct_pxn_md_vfs_init(uct_md_h) noexcept
+{
+}
+
+/* Positional: uct_component_t has a const name member. */
+uct_component_t uct_pxn_component = {
+    "pxn",
+    uct_pxn_query_md_resources,
+    uct_pxn_md_open,
+    uct_pxn_cm_open,
+    uct_pxn_rkey_unpack,
+    uct_pxn_rkey_ptr,
+    uct_pxn_rkey_release,
+    {"pxn memory domain", "PXN_", uct_pxn_md_config_table,
+     sizeof(uct_pxn_md_config_t), {}},
+    UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
+    UCT_COMPONENT_TL_LIST_INITIALIZER(&uct_pxn_component),
+    {},
+    0,
+    uct_pxn_md_vfs_init,
+};
+
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_pxn_iface_t, uct_iface_t, uct_md_h,
+                                 uct_worker_h, const uct_iface_params_t*,
+                                 const uct_iface_config_t*);
+
+UCT_TL_DEFINE_ENTRY(&uct_pxn_component, pxn, uct_pxn_query_devices,
+                    uct_pxn_iface_t, "PXN_", uct_pxn_iface_config_table,
+                    uct_pxn_iface_config_t);
+
+UCT_SINGLE_TL_INIT(&uct_pxn_component, pxn, ctor,,)

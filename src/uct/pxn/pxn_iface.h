@@ -1,0 +1,30 @@
+/*
+ * The pxn interface (UCX-facing shell). One iface is one process's presence
+ * on its home rail: it sends through relays of other rails and relays for
+ * senders of other rails.
+ */
+#ifndef UCT_PXN_IFACE_H_
+#define UCT_PXN_IFACE_H_
+
+extern "C" {
+#include <uct/base/uct_iface.h>
+}
+
+typedef struct uct_pxn_iface_config {
+    uct_iface_config_t super;
+} uct_pxn_iface_config_t;
+
+typedef struct uct_pxn_iface {
+    uct_base_iface_t super;
+} uct_pxn_iface_t;
+
+extern ucs_config_field_t uct_pxn_iface_config_table[];
+
+ucs_status_t uct_pxn_query_devices(uct_md_h md,
+                                   uct_tl_device_resource_t **devices_p,
+                                   unsigned *num_devices_p) noexcept;
+
+UCS_CLASS_DECLARE(uct_pxn_iface_t, uct_md_h, uct_worker_h,
+                  const uct_iface_params_t*, const uct_iface_config_t*);
+
+#endif

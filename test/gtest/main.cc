@@ -1,0 +1,33 @@
+/*
+ * gtest entry point. The pxn module is loaded by UCX from its module
+ * directory, not from the build tree: refuse to run against a stale install.
+ */
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+static std::string read_file(const std::string &path)
+{
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+int main(int argc, char **argv)
+{
+    const std::string built = std::string(PXN_BUILD_DIR) +
+                              "/.libs/libuct_pxn.so.0.0.0";
+    const std::string installed = PXN_MODULE_INSTALLED;
+    const std::string a = read_file(built), b = read_file(installed);
+    if (a.empty() || (a != b)) {
+        fprintf(stderr,
+                "pxn_gtest: %s is missing or differs from %s: "
+                "run 'make install' first (contrib/test.sh does)\n",
+                installed.c_str(), built.c_str());
+        return 1;
+    }
+    ::testing::InitGoogleTest(&argc, argv);
+    return RUN_ALL_TESTS();
+}

@@ -1,0 +1,140 @@
+#include <ucs/pxn/rail_map.h>
+#include <ucs/pxn/settings.h>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+pxn::Settings valid_settings()
+{
+    pxn::Settings s;
+    s.group   = "job";
+    s.net_tls = {"tcp"};
+    return s;
+}
+
+std::string rejection(const pxn::Settings &s)
+{
+    std::string error;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::validate(s, &error));
+    return error;
+}
+
+TEST(Settings, DefaultGeometryGives1008MiBArena)
+{
+    EXPECT_EQ(1008ull << 20, pxn::Geometry().arena_size());
+}
+
+TEST(Settings, AcceptsDefaults)
+{
+    std::string error;
+    EXPECT_EQ(UCS_OK, pxn::validate(valid_settings(), &error)) << error;
+}
+
+TEST(Settings, NamesTheVariableOfEachBadField)
+{
+    pxn::Settings s = valid_settings();
+    s.geometry.slots = 0;
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_SLOTS=0"));
+
+    s = valid_settings();
+    s.geometry.lanes = 65;
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_LANES=65"));
+
+    s = valid_settings();
+    s.geometry.slot_size = 4096 + 32;
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_SLOT_SIZE"));
+
+    s = valid_settings();
+    s.geometry.max_plan = 0;
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_MAX_PLAN"));
+
+    s = valid_settings();
+    s.inflight_depth = 65;
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_INFLIGHT_DEPTH"));
+
+    s = valid_settings();
+    s.credit_timeout = 0;
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_CREDIT_TIMEOUT"));
+
+    s = valid_settings();
+    s.heartbeat_timeout = -1;
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_HEARTBEAT_TIMEOUT"));
+
+    s = valid_settings();
+    s.node_id = "a b";
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_NODE_ID"));
+
+    s = valid_settings();
+    s.net_tls.clear();
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_NET_TLS"));
+
+    s = valid_settings();
+    s.relay_slice = 32;
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_RELAY_SLICE"));
+
+    s = valid_settings();
+    s.relay_slice       = 65536;
+    s.relay_slice_merge = 65536;
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_RELAY_SLICE_MERGE"));
+}
+
+TEST(Settings, RejectsArenaLargerThanLimit)
+{
+    pxn::Settings s      = valid_settings();
+    s.geometry.lanes     = 64;
+    s.geometry.slots     = 4096;
+    s.geometry.slot_size = 1ull << 30;
+    EXPECT_NE(std::string::npos, rejection(s).find("arena limit"));
+}
+
+TEST(Settings, GroupNameRules)
+{
+    EXPECT_TRUE(pxn::is_valid_group_name("job-1.A_b"));
+    EXPECT_TRUE(pxn::is_valid_group_name(std::string(64, 'x')));
+    EXPECT_FALSE(pxn::is_valid_group_name(std::string(65, 'x')));
+    EXPECT_FALSE(pxn::is_valid_group_name(""));
+    EXPECT_FALSE(pxn::is_valid_group_name("."));
+    EXPECT_FALSE(pxn::is_valid_group_name(".."));
+    EXPECT_TRUE(pxn::is_valid_group_name("..."));
+    EXPECT_FALSE(pxn::is_valid_group_name("a/b"));
+    EXPECT_FALSE(pxn::is_valid_group_name("a b"));
+    EXPECT_FALSE(pxn::is_valid_group_name("caf\xc3\xa9"));
+}
+
+TEST(RailMap, EmptyMapsEachNicToItself)
+{
+    pxn::RailMap map;
+    std::string error;
+    ASSERT_EQ(UCS_OK, pxn::RailMap::parse("", &map, &error));
+    EXPECT_EQ("mlx5_0", map.rail_of("mlx5_0:1"));
+    EXPECT_EQ("eth0", map.rail_of("eth0"));
+}
+
+TEST(RailMap, MapsDevicesWithAndWithoutPort)
+{
+    pxn::RailMap map;
+    std::string error;
+    ASSERT_EQ(UCS_OK, pxn::RailMap::parse("mlx5_0:rail0,mlx5_1:1:rail1", &map,
+                                          &error)) << error;
+    EXPECT_EQ(2u, map.size());
+    EXPECT_EQ("rail0", map.rail_of("mlx5_0:1"));
+    EXPECT_EQ("rail0", map.rail_of("mlx5_0"));
+    EXPECT_EQ("rail1", map.rail_of("mlx5_1:1"));
+    EXPECT_EQ("mlx5_2", map.rail_of("mlx5_2:1"));
+}
+
+TEST(RailMap, RejectsBadSyntaxAndDuplicates)
+{
+    pxn::RailMap map;
+    std::string error;
+    for (const char *bad : {"mlx5_0", ":rail0", "mlx5_0:", ",", "a:b,,c:d",
+                            "a:b,", "mlx5_0:rail0,mlx5_0:1:rail1", "a b:c",
+                            "a:b c"}) {
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::RailMap::parse(bad, &map, &error))
+                << "'" << bad << "' accepted";
+        EXPECT_FALSE(error.empty());
+    }
+}
+
+} // namespace

@@ -1,0 +1,232 @@
+/*
+ * The pxn component as any UCX user sees it, through UCT's public API only:
+ * discovery, md open/query, configuration defaults and rejection of invalid
+ * configuration, loading into a stock UCX with LD_PRELOAD.
+ */
+#include "../common/test_helpers.h"
+
+#include <uct/api/uct.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <unistd.h>
+
+using pxn_test::LogCapture;
+using pxn_test::ScopedEnv;
+
+namespace {
+
+class PxnComponent : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        ASSERT_EQ(UCS_OK, uct_query_components(&components_, &count_));
+        for (unsigned i = 0; i < count_; ++i) {
+            uct_component_attr_t attr = {};
+            attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+            ASSERT_EQ(UCS_OK, uct_component_query(components_[i], &attr));
+            if (std::string(attr.name) == "pxn") {
+                pxn_ = components_[i];
+            }
+        }
+        ASSERT_NE(nullptr, pxn_) << "UCX did not load the pxn module";
+    }
+
+    void TearDown() override { uct_release_component_list(components_); }
+
+    /* Reads the md configuration from the environment and opens the md. */
+    ucs_status_t open_md(uct_md_h *md)
+    {
+        uct_md_config_t *config;
+        ucs_status_t status = uct_md_config_read(pxn_, NULL, NULL, &config);
+        if (status != UCS_OK) {
+            return status;
+        }
+        status = uct_md_open(pxn_, "pxn", config, md);
+        uct_config_release(config);
+        return status;
+    }
+
+    std::string config_value(const char *name)
+    {
+        uct_md_config_t *config;
+        EXPECT_EQ(UCS_OK, uct_md_config_read(pxn_, NULL, NULL, &config));
+        char value[256] = {};
+        EXPECT_EQ(UCS_OK, uct_config_get(config, name, value, sizeof(value)))
+                << name;
+        uct_config_release(config);
+        return value;
+    }
+
+    /* Expects md open to fail with a logged message naming the variable:
+     * its full name for values pxn rejects, the table field name (e.g.
+     * "SLOTS") for values UCX's own parser rejects. */
+    void expect_rejected(const char *var, const char *value,
+                         const char *named = nullptr)
+    {
+        if (named == nullptr) {
+            named = var;
+        }
+        ScopedEnv env(var, value);
+        LogCapture log;
+        uct_md_h md;
+        ucs_status_t status = open_md(&md);
+        EXPECT_NE(UCS_OK, status) << var << "=" << value << " was accepted";
+        if (status == UCS_OK) {
+            uct_md_close(md);
+        }
+        EXPECT_TRUE(log.contains(named) && log.contains(value))
+                << "log does not name " << named << " and '" << value
+                << "':\n" << log.joined();
+    }
+
+    uct_component_h *components_ = nullptr;
+    unsigned         count_      = 0;
+    uct_component_h  pxn_        = nullptr;
+};
+
+TEST_F(PxnComponent, IsListedWithOneMemoryDomainNamedPxn)
+{
+    uct_component_attr_t attr = {};
+    attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+    ASSERT_EQ(UCS_OK, uct_component_query(pxn_, &attr));
+    ASSERT_EQ(1u, attr.md_resource_count);
+
+    uct_md_resource_desc_t resources[1];
+    attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+    attr.md_resources = resources;
+    ASSERT_EQ(UCS_OK, uct_component_query(pxn_, &attr));
+    EXPECT_STREQ("pxn", resources[0].md_name);
+}
+
+TEST_F(PxnComponent, OpensAndQueriesMdWithDefaults)
+{
+    uct_md_h md;
+    ASSERT_EQ(UCS_OK, open_md(&md));
+    uct_md_attr_t attr;
+    EXPECT_EQ(UCS_OK, uct_md_query(md, &attr));
+    EXPECT_STREQ("pxn", attr.component_name);
+    uct_md_close(md);
+}
+
+TEST_F(PxnComponent, ReadsDocumentedDefaults)
+{
+    EXPECT_EQ("default", config_value("GROUP"));
+    EXPECT_EQ("", config_value("NODE_ID"));
+    EXPECT_EQ("", config_value("RAIL_MAP"));
+    EXPECT_EQ("rc_mlx5,rc_verbs,dc_mlx5,tcp", config_value("NET_TLS"));
+    EXPECT_EQ("7", config_value("LANES"));
+    EXPECT_EQ("18", config_value("SLOTS"));
+    EXPECT_EQ("8M", config_value("SLOT_SIZE"));
+    EXPECT_EQ("4096", config_value("MAX_PLAN"));
+    EXPECT_EQ("4", config_value("INFLIGHT_DEPTH"));
+    /* UCX prints times in microseconds. */
+    EXPECT_EQ("1000000.00us", config_value("CREDIT_TIMEOUT"));
+    EXPECT_EQ("3000000.00us", config_value("HEARTBEAT_TIMEOUT"));
+}
+
+TEST_F(PxnComponent, ReadsValuesFromEnvironment)
+{
+    ScopedEnv slots("UCX_PXN_SLOTS", "5");
+    ScopedEnv map("UCX_PXN_RAIL_MAP", "mlx5_0:rail0,mlx5_1:rail1");
+    EXPECT_EQ("5", config_value("SLOTS"));
+    EXPECT_EQ("mlx5_0:rail0,mlx5_1:rail1", config_value("RAIL_MAP"));
+
+    uct_md_h md;
+    ASSERT_EQ(UCS_OK, open_md(&md));
+    uct_md_close(md);
+}
+
+TEST_F(PxnComponent, RejectsZeroSlots)
+{
+    expect_rejected("UCX_PXN_SLOTS", "0");
+}
+
+TEST_F(PxnComponent, RejectsNonNumericSlots)
+{
+    expect_rejected("UCX_PXN_SLOTS", "many", "Invalid value for SLOTS");
+}
+
+TEST_F(PxnComponent, RejectsMalformedRailMap)
+{
+    expect_rejected("UCX_PXN_RAIL_MAP", "mlx5_0");
+    expect_rejected("UCX_PXN_RAIL_MAP", "mlx5_0:rail0,mlx5_0:rail1");
+    expect_rejected("UCX_PXN_RAIL_MAP", "mlx5_0:rail0,");
+}
+
+TEST_F(PxnComponent, RejectsBadGroupNames)
+{
+    expect_rejected("UCX_PXN_GROUP", "..");
+    expect_rejected("UCX_PXN_GROUP", ".");
+    expect_rejected("UCX_PXN_GROUP", "a/b");
+    expect_rejected("UCX_PXN_GROUP", std::string(65, 'g').c_str());
+}
+
+TEST_F(PxnComponent, AcceptsLongestGroupName)
+{
+    ScopedEnv group("UCX_PXN_GROUP", std::string(64, 'g').c_str());
+    uct_md_h md;
+    ASSERT_EQ(UCS_OK, open_md(&md));
+    uct_md_close(md);
+}
+
+TEST_F(PxnComponent, RejectsOutOfRangeGeometry)
+{
+    expect_rejected("UCX_PXN_LANES", "0");
+    expect_rejected("UCX_PXN_LANES", "65");
+    expect_rejected("UCX_PXN_SLOT_SIZE", "100");
+    expect_rejected("UCX_PXN_SLOT_SIZE", "4097");
+    expect_rejected("UCX_PXN_MAX_PLAN", "0");
+    expect_rejected("UCX_PXN_INFLIGHT_DEPTH", "0");
+}
+
+TEST_F(PxnComponent, RejectsEmptyInnerTransportList)
+{
+    expect_rejected("UCX_PXN_NET_TLS", "");
+}
+
+TEST_F(PxnComponent, UcxInfoShowsComponentAndEveryVariable)
+{
+    const std::string info = std::string(PXN_UCX_PREFIX) + "/bin/ucx_info";
+    auto devices = pxn_test::run_program({info, "-d"});
+    ASSERT_EQ(0, devices.exit_code) << devices.output;
+    EXPECT_NE(std::string::npos, devices.output.find("Component: pxn"));
+
+    auto config = pxn_test::run_program({info, "-cf"});
+    ASSERT_EQ(0, config.exit_code);
+    for (const char *var : {"GROUP", "NODE_ID", "RAIL_MAP", "NET_TLS",
+                            "HOME_DEVICE", "LANES", "SLOTS", "SLOT_SIZE",
+                            "MAX_PLAN", "INFLIGHT_DEPTH", "CREDIT_TIMEOUT",
+                            "HEARTBEAT_TIMEOUT", "RELAY_SLICE",
+                            "RELAY_SLICE_MERGE"}) {
+        EXPECT_NE(std::string::npos,
+                  config.output.find(std::string("UCX_PXN_") + var + "="))
+                << var;
+    }
+}
+
+TEST(PxnStockUcx, LoadsIntoStockUcxOnlyWithLdPreload)
+{
+    const std::string stock = PXN_STOCK_UCX_LIBDIR;
+    if (stock.empty()) {
+        GTEST_SKIP() << "no stock UCX configured (--with-stock-ucx)";
+    }
+    const std::string probe  = pxn_test::build_dir() + "/test/gtest/stock_ucx_probe";
+    const std::string module = pxn_test::build_dir() + "/.libs/libuct_pxn.so.0";
+    const std::string libpath = "LD_LIBRARY_PATH=" + stock;
+
+    auto plain = pxn_test::run_program({probe}, {libpath, "LD_PRELOAD="});
+    ASSERT_EQ(0, plain.exit_code) << plain.output;
+    EXPECT_NE(std::string::npos, plain.output.find("components:"));
+    EXPECT_EQ(std::string::npos, plain.output.find(" pxn")) << plain.output;
+
+    auto preloaded = pxn_test::run_program({probe},
+                                           {libpath, "LD_PRELOAD=" + module});
+    ASSERT_EQ(0, preloaded.exit_code) << preloaded.output;
+    EXPECT_NE(std::string::npos, preloaded.output.find(" pxn (md opened)"))
+            << preloaded.output;
+}
+
+} // namespace
