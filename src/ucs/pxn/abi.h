@@ -1,0 +1,319 @@
+/*
+ * The pxn shared-memory ABI: every struct that crosses a process boundary.
+ *
+ * Files of a registry (/dev/shm/ucx-pxn-<uid>-<group>/):
+ *   p<pid>-<epoch>.ctl    control file of one relay incarnation:
+ *                         ProcessHeader, then `lanes` lane blocks
+ *   p<pid>-<epoch>.arena  host staging arena (ArenaKind::kHostShm)
+ *   p<pid>-<epoch>.wake   FIFO that wakes the relay
+ *   .lock                 flock for register / claim / cleanup only
+ *
+ * Rules (docs/abi.md has the full text):
+ * - Fixed-width fields, offsets instead of pointers, little-endian x86-64 /
+ *   aarch64 only. Sizes and offsets are pinned by static_assert here and by
+ *   test/gtest/ucs/test_abi_layout.cc. Any change bumps kAbiVersion.
+ * - One writer per field. Producer (sender) and consumer (relay) fields are
+ *   in separate 64-byte blocks.
+ * - Publication: write the payload, then store-release the counter or commit
+ *   field; readers load-acquire it before reading the payload. Fields read
+ *   or written concurrently are accessed only through the helpers at the end
+ *   of this file (std::atomic_ref semantics on plain fields).
+ * - A reader never trusts anything written by another process: every index,
+ *   length and count is validated before use (see descriptor.h).
+ *
+ * Lane block layout (offsets from the lane's start, all 64-byte aligned):
+ *   LaneHeader                         sizeof(LaneHeader)
+ *   RouteEntry  routes[kMaxRoutes]
+ *   RkeyEntry   rkeys[kMaxRkeys]
+ *   Completion  completions[slots]     (rounded up to 64 bytes)
+ *   descriptors[slots], each desc_stride = align64(sizeof(DescriptorHeader)
+ *                                          + max_plan * sizeof(Plan))
+ * Slot of sequence number s: (s - 1) % slots. Arena address of a slot:
+ * arena + (lane * slots + slot) * slot_size.
+ */
+#ifndef PXN_ABI_H_
+#define PXN_ABI_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace pxn {
+namespace abi {
+
+constexpr uint64_t kMagic      = 0x314e58505843556full; /* "oUCXPXN1" */
+constexpr uint32_t kAbiVersion = 1;
+constexpr size_t   kCacheLine  = 64;
+constexpr size_t   kNameMax    = 64;  /* NUL-terminated names */
+constexpr size_t   kHandleMax  = 128; /* arena export handle */
+constexpr size_t   kTlNameMax  = 32;
+constexpr uint32_t kMaxRoutes  = 32;  /* per lane */
+constexpr uint32_t kMaxRkeys   = 64;  /* per lane */
+constexpr size_t   kRkeyMax    = 240; /* packed inner rkey */
+constexpr size_t   kDevAddrMax = 64;
+constexpr size_t   kIfaceAddrMax = 64;
+constexpr size_t   kEpAddrMax  = 256;
+
+enum ProcessState : uint32_t {
+    kProcessInit    = 1, /* being written, not yet renamed to *.ctl */
+    kProcessReady   = 2, /* published: may be discovered and claimed */
+    kProcessClosing = 3  /* orderly shutdown: claim nothing new */
+};
+
+enum ArenaKind : uint32_t {
+    kArenaHostShm = 1, /* handle: file name (NUL-terminated) in the registry */
+    kArenaCudaIpc = 2  /* handle: cudaIpcMemHandle_t (64 bytes) + device */
+};
+
+enum LaneState : uint32_t {
+    kLaneFree    = 0,
+    kLaneClaimed = 1
+};
+
+enum Op : uint32_t {
+    kOpPut = 1, /* slot -> target memory */
+    kOpGet = 2  /* target memory -> slot */
+};
+
+enum RouteFlags : uint32_t {
+    kRouteConnectToIface = 1u << 0, /* relay creates its ep from dev+iface */
+    kRouteConnectToEp    = 1u << 1  /* ep-to-ep: addresses exchanged */
+};
+
+/*
+ * Control file header. The identity and geometry block is written once by
+ * the relay before the file is published (rename) and never changes. The
+ * live block is written only by the relay.
+ */
+struct alignas(kCacheLine) ProcessHeader {
+    /* identity, immutable after publication */
+    uint64_t magic;
+    uint32_t abi_version;
+    uint32_t header_size; /* sizeof(ProcessHeader) */
+    uint32_t uid;
+    uint32_t pid;
+    uint64_t start_time;  /* /proc/<pid>/stat field 22: pid reuse check */
+    uint64_t epoch;       /* random, != 0, new for every relay incarnation */
+    char     node_id[kNameMax];
+    char     rail[kNameMax];
+    char     device[kNameMax];
+    char     inner_tl[kTlNameMax];
+    /* geometry, immutable */
+    uint32_t lanes;
+    uint32_t slots;
+    uint64_t slot_size;
+    uint32_t max_plan;
+    uint32_t arena_kind;   /* ArenaKind */
+    uint64_t arena_size;   /* lanes * slots * slot_size */
+    uint64_t lane_offset;  /* offset of lane 0 from the file start */
+    uint64_t lane_stride;  /* bytes per lane block */
+    uint64_t desc_stride;  /* bytes per descriptor */
+    uint64_t file_size;
+    uint8_t  arena_handle[kHandleMax];
+    uint8_t  reserved0[56];
+
+    /* live, written by the relay */
+    alignas(kCacheLine) uint32_t state; /* ProcessState */
+    uint32_t relay_sleeping;            /* 1: wake it through the FIFO */
+    uint64_t heartbeat_ns;              /* CLOCK_MONOTONIC */
+    uint8_t  reserved1[48];
+};
+
+/*
+ * Owner of a lane: written under the registry lock by the claiming sender
+ * (state, owner_*, lane_epoch) and by cleanup; read by the relay.
+ */
+struct alignas(kCacheLine) LaneOwner {
+    uint32_t state;            /* LaneState */
+    uint32_t owner_pid;
+    uint64_t owner_start_time;
+    uint64_t owner_epoch;      /* the sender's own process epoch */
+    uint64_t lane_epoch;       /* new at every claim; descriptors carry it */
+    uint64_t initial_seq;      /* counters start here (normally 0) */
+    uint8_t  reserved[24];
+};
+
+/* Written only by the sender owning the lane. */
+struct alignas(kCacheLine) LaneProducer {
+    uint64_t head;     /* last seq whose descriptor is committed */
+    uint64_t doorbell; /* last seq whose payload is in its slot */
+    uint64_t reaped;   /* last seq whose completion the sender consumed */
+    uint8_t  reserved[40];
+};
+
+/* Written only by the relay. */
+struct alignas(kCacheLine) LaneConsumer {
+    uint64_t consumed;   /* last seq the relay picked up */
+    uint64_t completed;  /* contiguous: every seq <= completed is done */
+    uint64_t lane_epoch; /* epoch the relay state belongs to */
+    uint8_t  reserved[40];
+};
+
+struct alignas(kCacheLine) LaneHeader {
+    LaneOwner    owner;
+    LaneProducer producer;
+    LaneConsumer consumer;
+};
+
+/*
+ * Route to one target: the sender writes the request and store-releases
+ * request_gen; the relay answers in the reply block and store-releases
+ * reply_gen = request_gen. CONNECT_TO_EP takes two rounds: the first
+ * request (ep_addr_len == 0) makes the relay create its inner ep and reply
+ * with its address; the second carries the target's ep address.
+ */
+struct alignas(kCacheLine) RouteRequest {
+    uint64_t request_gen;
+    uint32_t flags;       /* RouteFlags */
+    uint16_t dev_addr_len;
+    uint16_t iface_addr_len;
+    uint16_t ep_addr_len;
+    uint16_t reserved0[3];
+    uint8_t  dev_addr[kDevAddrMax];
+    uint8_t  iface_addr[kIfaceAddrMax];
+    uint8_t  ep_addr[kEpAddrMax];
+    uint8_t  reserved1[40];
+};
+
+struct alignas(kCacheLine) RouteReply {
+    uint64_t reply_gen;
+    int32_t  status;      /* ucs_status_t */
+    uint16_t ep_addr_len;
+    uint16_t reserved0;
+    uint8_t  ep_addr[kEpAddrMax];
+    uint8_t  reserved1[48];
+};
+
+struct RouteEntry {
+    RouteRequest request;
+    RouteReply   reply;
+};
+
+/* A packed inner remote key, written by the sender: payload first, then
+ * gen (release). A descriptor may refer to the entry only while its gen is
+ * unchanged; the relay caches the unpacked key per (lane, index, gen). */
+struct alignas(kCacheLine) RkeyEntry {
+    uint64_t gen;     /* 0: empty */
+    uint32_t length;
+    uint32_t reserved;
+    uint8_t  packed[kRkeyMax];
+};
+
+/* Written by the relay: status first, then seq (release). */
+struct Completion {
+    uint64_t seq;
+    int32_t  status; /* ucs_status_t */
+    uint32_t reserved;
+};
+
+/* One segment of a piece: its bytes sit in the slot at the running sum of
+ * the previous plans' lengths. */
+struct Plan {
+    uint64_t remote_addr;
+    uint32_t length;
+    uint32_t rkey_index;
+};
+
+/* Written by the sender: everything, plans included, then seq (release). */
+struct alignas(kCacheLine) DescriptorHeader {
+    uint64_t seq;        /* commit field */
+    uint64_t lane_epoch;
+    uint32_t op;         /* Op */
+    uint32_t plan_count;
+    uint64_t length;     /* sum of plan lengths, <= slot_size */
+    uint32_t route;      /* index into the lane's routes */
+    uint32_t flags;
+    uint8_t  reserved[24];
+};
+
+/* --- pinned layout ------------------------------------------------------ */
+static_assert(sizeof(ProcessHeader) == 576, "ProcessHeader ABI");
+static_assert(offsetof(ProcessHeader, node_id) == 40, "ProcessHeader ABI");
+static_assert(offsetof(ProcessHeader, lanes) == 264, "ProcessHeader ABI");
+static_assert(offsetof(ProcessHeader, arena_handle) == 328, "ProcessHeader ABI");
+static_assert(offsetof(ProcessHeader, state) == 512, "ProcessHeader ABI");
+static_assert(offsetof(ProcessHeader, heartbeat_ns) == 520, "ProcessHeader ABI");
+static_assert(sizeof(LaneOwner) == 64, "LaneOwner ABI");
+static_assert(sizeof(LaneProducer) == 64, "LaneProducer ABI");
+static_assert(sizeof(LaneConsumer) == 64, "LaneConsumer ABI");
+static_assert(sizeof(LaneHeader) == 192, "LaneHeader ABI");
+static_assert(offsetof(LaneHeader, producer) == 64, "LaneHeader ABI");
+static_assert(offsetof(LaneHeader, consumer) == 128, "LaneHeader ABI");
+static_assert(sizeof(RouteRequest) == 448, "RouteRequest ABI");
+static_assert(sizeof(RouteReply) == 320, "RouteReply ABI");
+static_assert(sizeof(RouteEntry) == 768, "RouteEntry ABI");
+static_assert(sizeof(RkeyEntry) == 256, "RkeyEntry ABI");
+static_assert(sizeof(Completion) == 16, "Completion ABI");
+static_assert(sizeof(Plan) == 16, "Plan ABI");
+static_assert(sizeof(DescriptorHeader) == 64, "DescriptorHeader ABI");
+static_assert(std::is_trivially_copyable<ProcessHeader>::value &&
+              std::is_trivially_copyable<LaneHeader>::value &&
+              std::is_trivially_copyable<RouteEntry>::value &&
+              std::is_trivially_copyable<DescriptorHeader>::value,
+              "shared structs must be trivially copyable");
+
+/* --- derived layout ------------------------------------------------------ */
+constexpr uint64_t align_up(uint64_t value, uint64_t align)
+{
+    return (value + align - 1) / align * align;
+}
+
+struct LaneLayout {
+    uint64_t routes;      /* offsets from the lane start */
+    uint64_t rkeys;
+    uint64_t completions;
+    uint64_t descriptors;
+    uint64_t desc_stride;
+    uint64_t lane_stride;
+};
+
+constexpr LaneLayout lane_layout(uint32_t slots, uint32_t max_plan)
+{
+    LaneLayout l{};
+    l.routes      = sizeof(LaneHeader);
+    l.rkeys       = l.routes + kMaxRoutes * sizeof(RouteEntry);
+    l.completions = l.rkeys + kMaxRkeys * sizeof(RkeyEntry);
+    l.descriptors = l.completions +
+                    align_up(uint64_t(slots) * sizeof(Completion), kCacheLine);
+    l.desc_stride = align_up(sizeof(DescriptorHeader) +
+                             uint64_t(max_plan) * sizeof(Plan), kCacheLine);
+    l.lane_stride = align_up(l.descriptors + uint64_t(slots) * l.desc_stride,
+                             4096);
+    return l;
+}
+
+/* Offset of lane 0 in the control file; the file is lane_offset +
+ * lanes * lane_stride bytes. */
+constexpr uint64_t kLaneOffset = 4096;
+static_assert(sizeof(ProcessHeader) <= kLaneOffset, "header fits its page");
+
+/* --- access to concurrently used fields -------------------------------- */
+template<typename T> inline T load_acquire(const T &field)
+{
+    static_assert(std::is_integral<T>::value, "integral fields only");
+    return __atomic_load_n(&field, __ATOMIC_ACQUIRE);
+}
+
+template<typename T> inline T load_relaxed(const T &field)
+{
+    static_assert(std::is_integral<T>::value, "integral fields only");
+    return __atomic_load_n(&field, __ATOMIC_RELAXED);
+}
+
+template<typename T> inline void store_release(T &field, T value)
+{
+    static_assert(std::is_integral<T>::value, "integral fields only");
+    __atomic_store_n(&field, value, __ATOMIC_RELEASE);
+}
+
+template<typename T> inline void store_relaxed(T &field, T value)
+{
+    static_assert(std::is_integral<T>::value, "integral fields only");
+    __atomic_store_n(&field, value, __ATOMIC_RELAXED);
+}
+
+} // namespace abi
+} // namespace pxn
+
+#endif
