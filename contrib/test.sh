@@ -17,4 +17,4 @@ if ! make -j"${PXN_JOBS:-$(nproc)}" check; then
     done
     exit 1
 fi
-grep -hE '^\[  (PASSED|SKIPPED|FAILED) ' test/gtest/pxn_gtest.log || true
+grep -HE '^\[  (PASSED|SKIPPED|FAILED) ' test/gtest/*.log || true

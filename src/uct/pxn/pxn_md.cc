@@ -5,6 +5,7 @@ extern "C" {
 #include <ucs/debug/memtrack_int.h>
 }
 
+#include <memory>
 #include <new>
 
 /* Every UCX_PXN_* variable. Defaults here are the documented defaults. */
@@ -210,25 +211,15 @@ static uct_md_ops_t *uct_pxn_md_ops()
     return &ops;
 }
 
-ucs_status_t uct_pxn_md_open(uct_component_t *component, const char *,
-                             const uct_md_config_t *tl_config,
-                             uct_md_h *md_p) noexcept
+static ucs_status_t uct_pxn_md_open_impl(uct_component_t *component,
+                                         const uct_pxn_md_config_t *config,
+                                         uct_md_h *md_p)
 {
-    const uct_pxn_md_config_t *config = ucs_derived_of(tl_config,
-                                                       uct_pxn_md_config_t);
     std::string error;
-
-    pxn::Settings *settings = new (std::nothrow)
-            pxn::Settings(uct_pxn_md_settings(config));
-    if (settings == nullptr) {
-        ucs_error("pxn: failed to allocate md settings");
-        return UCS_ERR_NO_MEMORY;
-    }
-
+    auto settings = std::make_unique<pxn::Settings>(uct_pxn_md_settings(config));
     ucs_status_t status = pxn::validate(*settings, &error);
     if (status != UCS_OK) {
         ucs_error("pxn: invalid configuration: %s", error.c_str());
-        delete settings;
         return status;
     }
 
@@ -236,13 +227,26 @@ ucs_status_t uct_pxn_md_open(uct_component_t *component, const char *,
                                                      "uct_pxn_md_t"));
     if (md == nullptr) {
         ucs_error("pxn: failed to allocate md");
-        delete settings;
         return UCS_ERR_NO_MEMORY;
     }
 
     md->super.ops       = uct_pxn_md_ops();
     md->super.component = component;
-    md->settings        = settings;
+    md->settings        = settings.release();
     *md_p               = &md->super;
     return UCS_OK;
+}
+
+ucs_status_t uct_pxn_md_open(uct_component_t *component, const char *,
+                             const uct_md_config_t *config,
+                             uct_md_h *md_p) noexcept
+{
+    try {
+        return uct_pxn_md_open_impl(component,
+                                    ucs_derived_of(config, uct_pxn_md_config_t),
+                                    md_p);
+    } catch (const std::bad_alloc &) {
+        ucs_error("pxn: out of memory opening the md");
+        return UCS_ERR_NO_MEMORY;
+    }
 }

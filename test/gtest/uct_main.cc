@@ -23,7 +23,7 @@ int main(int argc, char **argv)
     const std::string a = read_file(built), b = read_file(installed);
     if (a.empty() || (a != b)) {
         fprintf(stderr,
-                "pxn_gtest: %s is missing or differs from %s: "
+                "uct_gtest: %s is missing or differs from %s: "
                 "run 'make install' first (contrib/test.sh does)\n",
                 installed.c_str(), built.c_str());
         return 1;
