@@ -1,7 +1,9 @@
 /*
  * The pxn shared-memory ABI: every struct that crosses a process boundary.
  *
- * Files of a registry (/dev/shm/ucx-pxn-<uid>-<group>/):
+ * Files of a registry (/dev/shm/ucx-pxn-<uid>-<group>/), <pid> in decimal,
+ * <epoch> as exactly 16 lowercase hex digits (control_file.h):
+ *   p<pid>-<epoch>.init   the control file while it is written (state INIT)
  *   p<pid>-<epoch>.ctl    control file of one relay incarnation:
  *                         ProcessHeader, then `lanes` lane blocks
  *   p<pid>-<epoch>.arena  host staging arena (ArenaKind::kHostShm)
@@ -121,6 +123,39 @@ struct alignas(kCacheLine) ProcessHeader {
 };
 
 /*
+ * Counters of one pxn iface, at kCountersOffset of its control file, for
+ * inspection tools and tests. Each block has one writer (relay block: the
+ * engine thread; sender block: the application thread), relaxed stores;
+ * readers get each value atomically, not a consistent set.
+ */
+struct alignas(kCacheLine) RelayCounters {
+    uint64_t pieces;        /* forwarded successfully */
+    uint64_t bytes;
+    uint64_t failed_pieces; /* inner transport errors */
+    uint64_t rejected;      /* invalid descriptors */
+    uint64_t routes;        /* inner eps connected */
+    uint64_t route_errors;
+    uint64_t lane_resets;   /* new lane owners acknowledged */
+    uint64_t inflight;      /* pieces being forwarded now */
+};
+
+struct alignas(kCacheLine) SenderCounters {
+    uint64_t pieces;        /* published to relays */
+    uint64_t bytes;
+    uint64_t credit_stalls; /* times a lane ran out of ring credit */
+    uint64_t failed_ops;    /* operations completed with an error */
+    uint64_t fallback_ops;  /* sent on a direct path instead */
+    uint64_t fallback_bytes;
+    uint64_t lanes;         /* lanes currently held */
+    uint64_t reserved;
+};
+
+struct ProcessCounters {
+    RelayCounters  relay;
+    SenderCounters sender;
+};
+
+/*
  * Owner of a lane: written under the registry lock by the claiming sender
  * (state, owner_*, lane_epoch) and by cleanup; read by the relay.
  */
@@ -161,7 +196,10 @@ struct alignas(kCacheLine) LaneHeader {
  * request_gen; the relay answers in the reply block and store-releases
  * reply_gen = request_gen. CONNECT_TO_EP takes two rounds: the first
  * request (ep_addr_len == 0) makes the relay create its inner ep and reply
- * with its address; the second carries the target's ep address.
+ * with its address; the second carries the target's ep address. The
+ * first reply's ep_addr holds: u8 n | the relay's inner device address (n
+ * bytes) | its inner ep address. A request with flags 0 releases the route
+ * (the relay destroys its ep once no piece uses it).
  */
 struct alignas(kCacheLine) RouteRequest {
     uint64_t request_gen;
@@ -288,6 +326,14 @@ constexpr LaneLayout lane_layout(uint32_t slots, uint32_t max_plan)
 constexpr uint64_t kLaneOffset = 4096;
 static_assert(sizeof(ProcessHeader) <= kLaneOffset, "header fits its page");
 
+/* ProcessCounters live between the header and lane 0. */
+constexpr uint64_t kCountersOffset = 1024;
+static_assert(sizeof(ProcessHeader) <= kCountersOffset, "counters after header");
+static_assert(kCountersOffset + sizeof(ProcessCounters) <= kLaneOffset,
+              "counters before lane 0");
+static_assert(sizeof(RelayCounters) == 64 && sizeof(SenderCounters) == 64,
+              "counter blocks ABI");
+
 /* --- access to concurrently used fields -------------------------------- */
 template<typename T> inline T load_acquire(const T &field)
 {
@@ -311,6 +357,12 @@ template<typename T> inline void store_relaxed(T &field, T value)
 {
     static_assert(std::is_integral<T>::value, "integral fields only");
     __atomic_store_n(&field, value, __ATOMIC_RELAXED);
+}
+
+/* Counters: single writer, readers see each value atomically. */
+inline void bump(uint64_t &counter, uint64_t by = 1)
+{
+    store_relaxed(counter, load_relaxed(counter) + by);
 }
 
 } // namespace abi

@@ -45,12 +45,20 @@ constexpr uint64_t kMaxArenaSize     = 64ull << 30;
 constexpr size_t   kMaxGroupLength   = 64;
 constexpr size_t   kMaxNodeIdLength  = 63;
 
+/* How the relay connects its inner eps to targets. */
+enum class ConnectModel {
+    kAuto,  /* to-iface when the inner transport supports it, else to-ep */
+    kIface, /* the relay connects from the target's iface address */
+    kEp     /* ep-to-ep addresses exchanged through the pxn ep address */
+};
+
 struct Settings {
     std::string              group;
     std::string              node_id;     /* empty: derived from the boot id */
     std::string              rail_map;
     std::vector<std::string> net_tls;
     std::string              home_device; /* empty: the device of the iface */
+    ConnectModel             connect_model = ConnectModel::kAuto;
     Geometry                 geometry;
     uint32_t                 inflight_depth    = 4;
     double                   credit_timeout    = 1.0; /* seconds */

@@ -10,25 +10,9 @@ extern "C" {
 #include <uct/base/uct_component.h>
 }
 
-static ucs_status_t uct_pxn_query_md_resources(uct_component_t *component,
-                                               uct_md_resource_desc_t **resources_p,
-                                               unsigned *num_resources_p) noexcept
-{
-    return uct_md_query_single_md_resource(component, resources_p,
-                                           num_resources_p);
-}
-
 static ucs_status_t uct_pxn_cm_open(const uct_component_h, uct_worker_h,
                                     const uct_cm_config_t *, uct_cm_h *) noexcept
 {
-    return UCS_ERR_UNSUPPORTED;
-}
-
-static ucs_status_t uct_pxn_rkey_unpack(uct_component_t *, const void *,
-                                        uct_rkey_t *rkey_p, void **handle_p) noexcept
-{
-    *rkey_p   = 0;
-    *handle_p = nullptr;
     return UCS_ERR_UNSUPPORTED;
 }
 
@@ -36,12 +20,6 @@ static ucs_status_t uct_pxn_rkey_ptr(uct_component_t *, uct_rkey_t, void *,
                                      uint64_t, void **) noexcept
 {
     return UCS_ERR_UNSUPPORTED;
-}
-
-static ucs_status_t uct_pxn_rkey_release(uct_component_t *, uct_rkey_t,
-                                         void *) noexcept
-{
-    return UCS_OK;
 }
 
 static void uct_pxn_md_vfs_init(uct_md_h) noexcept

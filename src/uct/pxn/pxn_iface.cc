@@ -1,10 +1,16 @@
 #include "pxn_iface.h"
 
+#include "pxn_ep.h"
+#include "pxn_hub.h"
 #include "pxn_md.h"
 
 extern "C" {
 #include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/string.h>
 }
+
+using pxn::uct::Hub;
 
 ucs_config_field_t uct_pxn_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_pxn_iface_config_t, super),
@@ -13,24 +19,317 @@ ucs_config_field_t uct_pxn_iface_config_table[] = {
     {NULL}
 };
 
-ucs_status_t uct_pxn_query_devices(uct_md_h, uct_tl_device_resource_t **devices_p,
+/* pxn devices are the inner md's devices, under the same names, so that
+ * pinning UCX_NET_DEVICES to this GPU's NIC keeps pxn. Always NET type:
+ * UCP keeps only NET devices in inter-node worker addresses. */
+ucs_status_t uct_pxn_query_devices(uct_md_h tl_md,
+                                   uct_tl_device_resource_t **devices_p,
                                    unsigned *num_devices_p) noexcept
 {
-    /* No devices until the relay engine exists. */
+    uct_pxn_md_t *md = ucs_derived_of(tl_md, uct_pxn_md_t);
+    const auto &devices = md->inner->info().devices;
+
     *devices_p     = nullptr;
     *num_devices_p = 0;
+    if (devices.empty()) {
+        return UCS_OK;
+    }
+    auto *out = static_cast<uct_tl_device_resource_t*>(
+            ucs_calloc(devices.size(), sizeof(uct_tl_device_resource_t),
+                       "pxn devices"));
+    if (out == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < devices.size(); ++i) {
+        ucs_strncpy_zero(out[i].name, devices[i].name.c_str(),
+                         sizeof(out[i].name));
+        out[i].type       = UCT_DEVICE_TYPE_NET;
+        out[i].sys_device = devices[i].sys_device;
+    }
+    *devices_p     = out;
+    *num_devices_p = devices.size();
     return UCS_OK;
 }
 
-UCS_CLASS_INIT_FUNC(uct_pxn_iface_t, uct_md_h md, uct_worker_h worker,
-                           const uct_iface_params_t *params,
-                           const uct_iface_config_t *tl_config)
+static Hub *hub_of(uct_iface_h tl_iface)
+{
+    return ucs_derived_of(tl_iface, uct_pxn_iface_t)->hub;
+}
+
+static ucs_status_t uct_pxn_iface_query(uct_iface_h tl_iface,
+                                        uct_iface_attr_t *attr) noexcept
+{
+    uct_pxn_iface_t *iface = ucs_derived_of(tl_iface, uct_pxn_iface_t);
+    Hub *hub               = iface->hub;
+    const uct_iface_attr_t &inner = hub->net().attr();
+    const bool to_iface = (hub->net().mode() == pxn::uct::Net::ConnectMode::kIface);
+
+    uct_base_iface_query(&iface->super, attr);
+    attr->cap.flags = UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
+                      UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_PENDING |
+                      (to_iface ? UCT_IFACE_FLAG_CONNECT_TO_IFACE :
+                                  UCT_IFACE_FLAG_CONNECT_TO_EP);
+    if (hub->net().has_get()) {
+        attr->cap.flags |= UCT_IFACE_FLAG_GET_ZCOPY;
+    }
+    attr->cap.put.max_short       = hub->max_short();
+    attr->cap.put.max_bcopy       = hub->max_bcopy();
+    attr->cap.put.min_zcopy       = 0;
+    attr->cap.put.max_zcopy       = 1ul << 30;
+    attr->cap.put.opt_zcopy_align = 1;
+    attr->cap.put.align_mtu       = 1;
+    attr->cap.put.max_iov         = pxn::uct::SendRequest::kMaxIov;
+    if (hub->net().has_get()) {
+        attr->cap.get.min_zcopy       = 0;
+        attr->cap.get.max_zcopy       = 1ul << 30;
+        attr->cap.get.opt_zcopy_align = 1;
+        attr->cap.get.align_mtu       = 1;
+        attr->cap.get.max_iov         = pxn::uct::SendRequest::kMaxIov;
+    }
+    attr->device_addr_len = hub->device_address().packed_size();
+    attr->iface_addr_len  = to_iface ?
+                            pxn::iface_address_size(hub->inner_iface_address().size()) :
+                            0;
+    attr->ep_addr_len     = to_iface ? 0 : pxn::kMaxEpAddress;
+    attr->max_conn_priv   = 0;
+    /* The network hop is the inner transport's; staging adds a copy over
+     * shared memory and a relay pickup. */
+    attr->latency         = inner.latency;
+    attr->latency.c      += 5e-6;
+    attr->bandwidth       = inner.bandwidth;
+    attr->overhead        = inner.overhead + 1e-6;
+    attr->priority        = inner.priority;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_pxn_iface_get_device_address(uct_iface_h tl_iface,
+                                                     uct_device_addr_t *addr) noexcept
+{
+    hub_of(tl_iface)->device_address().pack(reinterpret_cast<uint8_t*>(addr));
+    return UCS_OK;
+}
+
+static ucs_status_t uct_pxn_iface_get_address(uct_iface_h tl_iface,
+                                              uct_iface_addr_t *addr) noexcept
+{
+    Hub *hub = hub_of(tl_iface);
+    if (hub->net().mode() == pxn::uct::Net::ConnectMode::kIface) {
+        pxn::pack_iface_address(hub->inner_iface_address(),
+                                reinterpret_cast<uint8_t*>(addr));
+    }
+    return UCS_OK;
+}
+
+static int uct_pxn_iface_is_reachable(const uct_iface_h tl_iface,
+                                      const uct_device_addr_t *dev_addr,
+                                      const uct_iface_addr_t *) noexcept
+{
+    pxn::DeviceAddress peer;
+    if (!pxn::DeviceAddress::unpack(reinterpret_cast<const uint8_t*>(dev_addr),
+                                    pxn::kMaxDeviceAddress, &peer)) {
+        return 0;
+    }
+    try {
+        return hub_of(tl_iface)->is_reachable(peer);
+    } catch (const std::bad_alloc &) {
+        return 0;
+    }
+}
+
+static unsigned uct_pxn_iface_progress(uct_iface_h tl_iface) noexcept
+{
+    uct_pxn_iface_t *iface = ucs_derived_of(tl_iface, uct_pxn_iface_t);
+    unsigned work          = iface->hub->progress();
+
+    for (pxn::uct::Ep *ep : *iface->eps) {
+        work += ep->progress_pending();
+    }
+    while (!iface->flushes->empty() && iface->hub->idle() &&
+           std::all_of(iface->eps->begin(), iface->eps->end(),
+                       [](pxn::uct::Ep *ep) { return ep->idle(); })) {
+        uct_completion_t *comp = iface->flushes->front();
+        iface->flushes->pop_front();
+        if (--comp->count == 0) {
+            comp->func(comp);
+        }
+        ++work;
+    }
+    return work;
+}
+
+static ucs_status_t uct_pxn_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                        uct_completion_t *comp) noexcept
+{
+    uct_pxn_iface_t *iface = ucs_derived_of(tl_iface, uct_pxn_iface_t);
+    bool idle              = iface->hub->idle();
+    for (pxn::uct::Ep *ep : *iface->eps) {
+        if (ep->flush(flags, nullptr) != UCS_OK) {
+            idle = false;
+        }
+    }
+    if (idle) {
+        return UCS_OK;
+    }
+    if (comp != nullptr) {
+        iface->flushes->push_back(comp);
+    }
+    return UCS_INPROGRESS;
+}
+
+static ucs_status_t uct_pxn_iface_fence(uct_iface_h tl_iface, unsigned) noexcept
+{
+    for (pxn::uct::Ep *ep : *ucs_derived_of(tl_iface, uct_pxn_iface_t)->eps) {
+        ep->fence();
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t uct_pxn_iface_event_fd_get(uct_iface_h, int *) noexcept
 {
     return UCS_ERR_UNSUPPORTED;
 }
 
-UCS_CLASS_CLEANUP_FUNC(uct_pxn_iface_t)
+static ucs_status_t uct_pxn_iface_event_arm(uct_iface_h, unsigned) noexcept
+{
+    return UCS_ERR_UNSUPPORTED;
+}
+
+static void uct_pxn_iface_progress_disable(uct_iface_h tl_iface,
+                                           unsigned flags) noexcept
+{
+    uct_base_iface_progress_disable(tl_iface, flags);
+}
+
+static void uct_pxn_iface_progress_enable(uct_iface_h tl_iface,
+                                          unsigned flags) noexcept
+{
+    uct_base_iface_progress_enable(tl_iface, flags);
+}
+
+static ucs_status_t uct_pxn_ep_check(uct_ep_h, unsigned,
+                                     uct_completion_t *) noexcept
+{
+    return UCS_ERR_UNSUPPORTED;
+}
+
+static ucs_status_t uct_pxn_iface_estimate_perf(uct_iface_h tl_iface,
+                                                uct_perf_attr_t *perf_attr) noexcept
+{
+    return uct_base_iface_estimate_perf(tl_iface, perf_attr);
+}
+
+static void uct_pxn_iface_vfs_refresh(uct_iface_h) noexcept
 {
 }
 
+static ucs_status_t uct_pxn_ep_query(uct_ep_h, uct_ep_attr_t *) noexcept
+{
+    return UCS_ERR_UNSUPPORTED;
+}
+
+static ucs_status_t uct_pxn_ep_invalidate(uct_ep_h, unsigned) noexcept
+{
+    return UCS_ERR_UNSUPPORTED;
+}
+
+static UCS_CLASS_DECLARE_DELETE_FUNC(uct_pxn_iface_t, uct_iface_t);
+
+static uct_iface_ops_t *uct_pxn_iface_ops()
+{
+    static uct_iface_ops_t ops = [] {
+        uct_iface_ops_t o;
+        memset(&o, 0, sizeof(o));
+        o.ep_put_short             = uct_pxn_ep_put_short;
+        o.ep_put_bcopy             = uct_pxn_ep_put_bcopy;
+        o.ep_put_zcopy             = uct_pxn_ep_put_zcopy;
+        o.ep_get_zcopy             = uct_pxn_ep_get_zcopy;
+        o.ep_pending_add           = uct_pxn_ep_pending_add;
+        o.ep_pending_purge         = uct_pxn_ep_pending_purge;
+        o.ep_flush                 = uct_pxn_ep_flush;
+        o.ep_fence                 = uct_pxn_ep_fence;
+        o.ep_check                 = uct_pxn_ep_check;
+        o.ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_pxn_ep_t);
+        o.ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_pxn_ep_t);
+        o.ep_get_address           = uct_pxn_ep_get_address;
+        o.ep_connect_to_ep         = uct_pxn_ep_connect_to_ep;
+        o.iface_flush              = uct_pxn_iface_flush;
+        o.iface_fence              = uct_pxn_iface_fence;
+        o.iface_progress_enable    = uct_pxn_iface_progress_enable;
+        o.iface_progress_disable   = uct_pxn_iface_progress_disable;
+        o.iface_progress           = uct_pxn_iface_progress;
+        o.iface_event_fd_get       = uct_pxn_iface_event_fd_get;
+        o.iface_event_arm          = uct_pxn_iface_event_arm;
+        o.iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_pxn_iface_t);
+        o.iface_query              = uct_pxn_iface_query;
+        o.iface_get_device_address = uct_pxn_iface_get_device_address;
+        o.iface_get_address        = uct_pxn_iface_get_address;
+        o.iface_is_reachable       = uct_pxn_iface_is_reachable;
+        return o;
+    }();
+    return &ops;
+}
+
+static uct_iface_internal_ops_t *uct_pxn_iface_internal_ops()
+{
+    static uct_iface_internal_ops_t ops = [] {
+        uct_iface_internal_ops_t o;
+        memset(&o, 0, sizeof(o));
+        o.iface_estimate_perf = uct_pxn_iface_estimate_perf;
+        o.iface_vfs_refresh   = uct_pxn_iface_vfs_refresh;
+        o.ep_query            = uct_pxn_ep_query;
+        o.ep_invalidate       = uct_pxn_ep_invalidate;
+        return o;
+    }();
+    return &ops;
+}
+
+UCS_CLASS_INIT_FUNC(uct_pxn_iface_t, uct_md_h tl_md, uct_worker_h worker,
+                    const uct_iface_params_t *params,
+                    const uct_iface_config_t *tl_config)
+{
+    uct_pxn_md_t *md = ucs_derived_of(tl_md, uct_pxn_md_t);
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, uct_pxn_iface_ops(),
+                              uct_pxn_iface_internal_ops(), tl_md, worker,
+                              params, tl_config
+                              UCS_STATS_ARG(params->stats_root)
+                              UCS_STATS_ARG("pxn"));
+
+    if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE) ||
+        !(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
+        ucs_error("pxn: only device open mode is supported");
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    self->hub     = nullptr;
+    self->eps     = nullptr;
+    self->flushes = nullptr;
+    try {
+        std::unique_ptr<Hub> hub;
+        ucs_status_t status = Hub::open(*md->settings, *md->inner,
+                                        params->mode.device.dev_name, &hub);
+        if (status != UCS_OK) {
+            return status;
+        }
+        self->eps     = new std::vector<pxn::uct::Ep*>();
+        self->flushes = new std::deque<uct_completion_t*>();
+        self->hub     = hub.release();
+    } catch (const std::bad_alloc &) {
+        delete self->eps;
+        return UCS_ERR_NO_MEMORY;
+    }
+    return UCS_OK;
+}
+
+UCS_CLASS_CLEANUP_FUNC(uct_pxn_iface_t)
+{
+    uct_base_iface_progress_disable(&self->super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    delete self->hub;
+    delete self->eps;
+    delete self->flushes;
+}
+
 UCS_CLASS_DEFINE(uct_pxn_iface_t, uct_base_iface_t);
+
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_pxn_iface_t, uct_iface_t);

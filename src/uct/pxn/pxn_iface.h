@@ -1,7 +1,7 @@
 /*
- * The pxn interface (UCX-facing shell). One iface is one process's presence
- * on its home rail: it sends through relays of other rails and relays for
- * senders of other rails.
+ * The pxn interface (UCX-facing shell over pxn::uct::Hub). One iface is one
+ * process's presence on its home rail: it sends through the relays of other
+ * rails of its node and relays for their senders.
  */
 #ifndef UCT_PXN_IFACE_H_
 #define UCT_PXN_IFACE_H_
@@ -10,12 +10,28 @@ extern "C" {
 #include <uct/base/uct_iface.h>
 }
 
+#include <deque>
+#include <utility>
+#include <vector>
+
+namespace pxn {
+namespace uct {
+class Ep;
+class Hub;
+} // namespace uct
+} // namespace pxn
+
 typedef struct uct_pxn_iface_config {
     uct_iface_config_t super;
 } uct_pxn_iface_config_t;
 
+/* Standard layout, allocated by UCX; C++ state lives behind pointers. */
 typedef struct uct_pxn_iface {
-    uct_base_iface_t super;
+    uct_base_iface_t            super;
+    pxn::uct::Hub              *hub;
+    std::vector<pxn::uct::Ep*> *eps;
+    /* iface flushes waiting for every ep to be idle */
+    std::deque<uct_completion_t*> *flushes;
 } uct_pxn_iface_t;
 
 extern ucs_config_field_t uct_pxn_iface_config_table[];

@@ -3,10 +3,13 @@
 extern "C" {
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/string.h>
 }
 
 #include <memory>
 #include <new>
+
+static const char *uct_pxn_connect_model_names[] = {"auto", "iface", "ep", NULL};
 
 /* Every UCX_PXN_* variable. Defaults here are the documented defaults. */
 ucs_config_field_t uct_pxn_md_config_table[] = {
@@ -39,6 +42,14 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      "Network device of this process's own rail, used by the relay for the\n"
      "network hop. Empty: the device the pxn interface is opened on.",
      ucs_offsetof(uct_pxn_md_config_t, home_device), UCS_CONFIG_TYPE_STRING},
+
+    {"NET_CONNECT", "auto",
+     "How relays connect to targets over the inner transport: 'iface' (from\n"
+     "the target's interface address), 'ep' (ep-to-ep addresses exchanged\n"
+     "through pxn's ep address, as rc needs), or 'auto' (iface when the inner\n"
+     "transport supports it).",
+     ucs_offsetof(uct_pxn_md_config_t, connect_model),
+     UCS_CONFIG_TYPE_ENUM(uct_pxn_connect_model_names)},
 
     {"LANES", "7",
      "Inbound lanes of a relay: how many senders of this node can stage into\n"
@@ -96,6 +107,7 @@ pxn::Settings uct_pxn_md_settings(const uct_pxn_md_config_t *config)
     s.node_id     = config->node_id;
     s.rail_map    = config->rail_map;
     s.home_device = config->home_device;
+    s.connect_model = static_cast<pxn::ConnectModel>(config->connect_model);
     for (unsigned i = 0; i < config->net_tls.count; ++i) {
         s.net_tls.emplace_back(config->net_tls.names[i]);
     }
@@ -115,22 +127,27 @@ static void uct_pxn_md_close(uct_md_h tl_md) noexcept
 {
     uct_pxn_md_t *md = ucs_derived_of(tl_md, uct_pxn_md_t);
 
+    delete md->inner;
     delete md->settings;
     ucs_free(md);
 }
 
-static ucs_status_t uct_pxn_md_query(uct_md_h, uct_md_attr_t *attr) noexcept
+static ucs_status_t uct_pxn_md_query(uct_md_h tl_md, uct_md_attr_t *attr) noexcept
 {
-    attr->cap.flags            = 0;
-    attr->cap.max_alloc        = 0;
-    attr->cap.max_reg          = 0;
-    attr->cap.reg_mem_types    = 0;
-    attr->cap.detect_mem_types = 0;
-    attr->cap.alloc_mem_types  = 0;
-    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->reg_cost             = ucs_linear_func_make(0, 0);
-    attr->rkey_packed_size     = 0;
-    memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
+    uct_pxn_md_t *md            = ucs_derived_of(tl_md, uct_pxn_md_t);
+    const uct_md_attr_t &inner  = md->inner->attr();
+
+    *attr                       = inner;
+    /* Registration only: allocation and rkey_ptr belong to the inner md. */
+    attr->cap.flags             = inner.cap.flags &
+                                  (UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
+                                   UCT_MD_FLAG_NEED_RKEY);
+    attr->cap.flags            |= UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
+    attr->cap.max_alloc         = 0;
+    attr->cap.alloc_mem_types   = 0;
+    attr->cap.reg_mem_types    |= UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->rkey_packed_size      = kPxnRkeyHeader + inner.rkey_packed_size;
+    ucs_strncpy_zero(attr->component_name, "pxn", sizeof(attr->component_name));
     return UCS_OK;
 }
 
@@ -152,16 +169,30 @@ static ucs_status_t uct_pxn_md_mem_advise(uct_md_h, uct_mem_h, void *, size_t,
     return UCS_ERR_UNSUPPORTED;
 }
 
-static ucs_status_t uct_pxn_md_mem_reg(uct_md_h, void *, size_t, unsigned,
-                                       uct_mem_h *) noexcept
+static ucs_status_t uct_pxn_md_mem_reg(uct_md_h tl_md, void *address,
+                                       size_t length, unsigned flags,
+                                       uct_mem_h *memh_p) noexcept
 {
-    return UCS_ERR_UNSUPPORTED;
+    uct_pxn_md_t *md = ucs_derived_of(tl_md, uct_pxn_md_t);
+
+    /* The memh is the inner one: the relay never sees it, and the inner
+     * md owns its lifetime. */
+    return uct_md_mem_reg(md->inner->md(), address, length, flags, memh_p);
 }
 
 static ucs_status_t
-uct_pxn_md_mem_dereg(uct_md_h, const uct_md_mem_dereg_params_t *) noexcept
+uct_pxn_md_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params) noexcept
 {
-    return UCS_ERR_UNSUPPORTED;
+    uct_pxn_md_t *md = ucs_derived_of(tl_md, uct_pxn_md_t);
+
+    if (!(params->field_mask & UCT_MD_MEM_DEREG_FIELD_MEMH)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((params->field_mask & UCT_MD_MEM_DEREG_FIELD_FLAGS) &&
+        (params->flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return uct_md_mem_dereg(md->inner->md(), params->memh);
 }
 
 static ucs_status_t uct_pxn_md_mem_query(uct_md_h, const void *, size_t,
@@ -170,11 +201,17 @@ static ucs_status_t uct_pxn_md_mem_query(uct_md_h, const void *, size_t,
     return UCS_ERR_UNSUPPORTED;
 }
 
-static ucs_status_t uct_pxn_md_mkey_pack(uct_md_h, uct_mem_h,
+static ucs_status_t uct_pxn_md_mkey_pack(uct_md_h tl_md, uct_mem_h memh,
                                          const uct_md_mkey_pack_params_t *,
-                                         void *) noexcept
+                                         void *buffer) noexcept
 {
-    return UCS_ERR_UNSUPPORTED;
+    uct_pxn_md_t *md   = ucs_derived_of(tl_md, uct_pxn_md_t);
+    auto *out          = static_cast<uint8_t*>(buffer);
+    const size_t inner = md->inner->attr().rkey_packed_size;
+
+    out[0] = static_cast<uint8_t>(inner);
+    out[1] = static_cast<uint8_t>(inner >> 8);
+    return uct_md_mkey_pack(md->inner->md(), memh, out + kPxnRkeyHeader);
 }
 
 static int uct_pxn_md_is_sockaddr_accessible(uct_md_h, const ucs_sock_addr_t *,
@@ -212,6 +249,7 @@ static uct_md_ops_t *uct_pxn_md_ops()
 }
 
 static ucs_status_t uct_pxn_md_open_impl(uct_component_t *component,
+                                         const char *md_name,
                                          const uct_pxn_md_config_t *config,
                                          uct_md_h *md_p)
 {
@@ -220,6 +258,12 @@ static ucs_status_t uct_pxn_md_open_impl(uct_component_t *component,
     ucs_status_t status = pxn::validate(*settings, &error);
     if (status != UCS_OK) {
         ucs_error("pxn: invalid configuration: %s", error.c_str());
+        return status;
+    }
+
+    auto inner = std::make_unique<pxn::uct::InnerMd>();
+    status     = pxn::uct::InnerMd::open(md_name, settings->net_tls, inner.get());
+    if (status != UCS_OK) {
         return status;
     }
 
@@ -233,20 +277,100 @@ static ucs_status_t uct_pxn_md_open_impl(uct_component_t *component,
     md->super.ops       = uct_pxn_md_ops();
     md->super.component = component;
     md->settings        = settings.release();
+    md->inner           = inner.release();
     *md_p               = &md->super;
     return UCS_OK;
 }
 
-ucs_status_t uct_pxn_md_open(uct_component_t *component, const char *,
+ucs_status_t uct_pxn_md_open(uct_component_t *component, const char *md_name,
                              const uct_md_config_t *config,
                              uct_md_h *md_p) noexcept
 {
     try {
-        return uct_pxn_md_open_impl(component,
+        return uct_pxn_md_open_impl(component, md_name,
                                     ucs_derived_of(config, uct_pxn_md_config_t),
                                     md_p);
     } catch (const std::bad_alloc &) {
         ucs_error("pxn: out of memory opening the md");
         return UCS_ERR_NO_MEMORY;
     }
+}
+
+ucs_status_t uct_pxn_read_settings(uct_component_t *component,
+                                   pxn::Settings *settings)
+{
+    uct_md_config_t *config;
+    ucs_status_t status = uct_md_config_read(component, NULL, NULL, &config);
+    if (status != UCS_OK) {
+        return status;
+    }
+    *settings = uct_pxn_md_settings(ucs_derived_of(config, uct_pxn_md_config_t));
+    uct_config_release(config);
+
+    std::string error;
+    status = pxn::validate(*settings, &error);
+    if (status != UCS_OK) {
+        ucs_error("pxn: invalid configuration: %s", error.c_str());
+    }
+    return status;
+}
+
+ucs_status_t uct_pxn_query_md_resources(uct_component_t *component,
+                                        uct_md_resource_desc_t **resources_p,
+                                        unsigned *num_resources_p) noexcept
+{
+    *resources_p     = nullptr;
+    *num_resources_p = 0;
+    try {
+        pxn::Settings settings;
+        if (uct_pxn_read_settings(component, &settings) != UCS_OK) {
+            /* pxn stays out of the way; the error above says why. */
+            return UCS_OK;
+        }
+        const auto mds = pxn::uct::list_inner_mds(settings.net_tls);
+        if (mds.empty()) {
+            ucs_debug("pxn: no inner md offers any of UCX_PXN_NET_TLS");
+            return UCS_OK;
+        }
+        auto *resources = static_cast<uct_md_resource_desc_t*>(
+                ucs_calloc(mds.size(), sizeof(uct_md_resource_desc_t),
+                           "pxn md resources"));
+        if (resources == nullptr) {
+            return UCS_ERR_NO_MEMORY;
+        }
+        for (size_t i = 0; i < mds.size(); ++i) {
+            ucs_strncpy_zero(resources[i].md_name,
+                             pxn::uct::pxn_md_name(mds[i].md_name).c_str(),
+                             sizeof(resources[i].md_name));
+        }
+        *resources_p     = resources;
+        *num_resources_p = mds.size();
+        return UCS_OK;
+    } catch (const std::bad_alloc &) {
+        return UCS_ERR_NO_MEMORY;
+    }
+}
+
+ucs_status_t uct_pxn_rkey_unpack(uct_component_t *, const void *rkey_buffer,
+                                 uct_rkey_t *rkey_p, void **handle_p) noexcept
+{
+    auto *in            = static_cast<const uint8_t*>(rkey_buffer);
+    const size_t length = in[0] | (size_t(in[1]) << 8);
+    auto *rkey          = static_cast<uct_pxn_rkey_t*>(
+            ucs_malloc(sizeof(uct_pxn_rkey_t) + length, "pxn rkey"));
+    if (rkey == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    rkey->length = static_cast<uint16_t>(length);
+    memcpy(rkey->packed, in + kPxnRkeyHeader, length);
+    *rkey_p   = reinterpret_cast<uct_rkey_t>(rkey);
+    *handle_p = nullptr;
+    return UCS_OK;
+}
+
+ucs_status_t uct_pxn_rkey_release(uct_component_t *, uct_rkey_t rkey,
+                                  void *) noexcept
+{
+    ucs_free(reinterpret_cast<void*>(rkey));
+    return UCS_OK;
 }

@@ -13,6 +13,8 @@ extern "C" {
 #include <uct/base/uct_md.h>
 }
 
+#include "pxn_net_md.h"
+
 #include <ucs/pxn/settings.h>
 
 #include <memory>
@@ -24,6 +26,7 @@ typedef struct uct_pxn_md_config {
     char                     *rail_map;
     ucs_config_names_array_t net_tls;
     char                     *home_device;
+    int                      connect_model; /* pxn::ConnectModel */
     unsigned                 lanes;
     unsigned                 slots;
     size_t                   slot_size;
@@ -35,11 +38,27 @@ typedef struct uct_pxn_md_config {
     size_t                   relay_slice_merge;
 } uct_pxn_md_config_t;
 
-/* Standard layout, allocated by UCX; C++ state lives behind settings. */
+/*
+ * One pxn md per inner md ("pxn_<inner md>"). Memory registered here is
+ * registered with the inner md, so that a relay's inner transport can reach
+ * it; the packed rkey is the inner one behind a 2-byte length, which the
+ * sender copies without interpreting it and the relay unpacks.
+ * Standard layout, allocated by UCX; C++ state lives behind pointers.
+ */
 typedef struct uct_pxn_md {
-    uct_md_t       super;
-    pxn::Settings *settings;
+    uct_md_t              super;
+    pxn::Settings        *settings;
+    pxn::uct::InnerMd    *inner;
 } uct_pxn_md_t;
+
+/* Remote key as unpacked on the sender: the packed inner key, opaque. */
+struct uct_pxn_rkey_t {
+    uint16_t length;
+    uint8_t  packed[1]; /* length bytes */
+};
+
+/* Packed rkey: u16 length (little-endian) | inner packed rkey. */
+constexpr size_t kPxnRkeyHeader = 2;
 
 extern uct_component_t    uct_pxn_component;
 extern ucs_config_field_t uct_pxn_md_config_table[];
@@ -47,6 +66,20 @@ extern ucs_config_field_t uct_pxn_md_config_table[];
 ucs_status_t uct_pxn_md_open(uct_component_t *component, const char *md_name,
                              const uct_md_config_t *config,
                              uct_md_h *md_p) noexcept;
+
+ucs_status_t uct_pxn_query_md_resources(uct_component_t *component,
+                                        uct_md_resource_desc_t **resources_p,
+                                        unsigned *num_resources_p) noexcept;
+ucs_status_t uct_pxn_rkey_unpack(uct_component_t *component,
+                                 const void *rkey_buffer, uct_rkey_t *rkey_p,
+                                 void **handle_p) noexcept;
+ucs_status_t uct_pxn_rkey_release(uct_component_t *component, uct_rkey_t rkey,
+                                  void *handle) noexcept;
+
+/* Reads the md configuration from the environment and validates it; logs
+ * the reason once on failure. */
+ucs_status_t uct_pxn_read_settings(uct_component_t *component,
+                                   pxn::Settings *settings);
 
 /* Converts the parsed table into settings; validates nothing. */
 pxn::Settings uct_pxn_md_settings(const uct_pxn_md_config_t *config);

@@ -7,6 +7,8 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,6 +61,75 @@ ChildResult run_program(const std::vector<std::string> &argv,
 
 /* Directory of the build tree (for helper programs). */
 std::string build_dir();
+
+/* Removes a file or a directory tree without following symlinks. */
+void remove_tree(const std::string &path);
+
+/* A fresh directory (mkdtemp of prefix + "XXXXXX", mode 0700) removed with
+ * everything in it by the destructor. path() is empty if creation failed. */
+class TempDir {
+public:
+    explicit TempDir(const std::string &prefix = "/dev/shm/pxn-test-");
+    ~TempDir();
+    TempDir(const TempDir&) = delete;
+    TempDir &operator=(const TempDir&) = delete;
+
+    const std::string &path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
+/* One end of a line-based pipe pair between a test and a forked child. */
+class ChildChannel {
+public:
+    ChildChannel(int read_fd, int write_fd) :
+        read_fd_(read_fd), write_fd_(write_fd)
+    {
+    }
+    ~ChildChannel();
+    ChildChannel(const ChildChannel&) = delete;
+    ChildChannel &operator=(const ChildChannel&) = delete;
+
+    /* Writes line + '\n'. */
+    bool send(const std::string &line);
+    /* Next line (without '\n'); false on timeout, EOF or error. */
+    bool receive(std::string *line, int timeout_ms);
+
+private:
+    int         read_fd_;
+    int         write_fd_;
+    std::string buffer_;
+};
+
+/* A child process forked from the test that runs body(channel) and _exits
+ * with its return value. Fork before any thread exists. The child dies with
+ * the test process (PR_SET_PDEATHSIG). The destructor SIGKILLs and reaps a
+ * child that is still there. */
+class ForkedChild {
+public:
+    ForkedChild() = default;
+    ~ForkedChild();
+    ForkedChild(const ForkedChild&) = delete;
+    ForkedChild &operator=(const ForkedChild&) = delete;
+
+    bool start(const std::function<int(ChildChannel&)> &body);
+    int pid() const { return pid_; }
+    bool send(const std::string &line) { return channel_->send(line); }
+    bool receive(std::string *line, int timeout_ms = 10000)
+    {
+        return channel_->receive(line, timeout_ms);
+    }
+    /* Exit code, or -signal; kWaitTimeout if still running after timeout_ms. */
+    int wait(int timeout_ms = 10000);
+    void kill(int sig);
+
+    static constexpr int kWaitTimeout = -1000;
+
+private:
+    int                           pid_ = -1;
+    std::unique_ptr<ChildChannel> channel_;
+};
 
 } // namespace pxn_test
 

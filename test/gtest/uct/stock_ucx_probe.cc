@@ -28,10 +28,17 @@ int main()
         if (strcmp(attr.name, "pxn") != 0) {
             continue;
         }
+        uct_md_resource_desc_t mds[8];
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+        uct_component_query(components[i], &attr);
+        attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+        attr.md_resources = mds;
         uct_md_config_t *config;
         uct_md_h md;
-        if ((uct_md_config_read(components[i], NULL, NULL, &config) != UCS_OK) ||
-            (uct_md_open(components[i], "pxn", config, &md) != UCS_OK)) {
+        if ((attr.md_resource_count == 0) || (attr.md_resource_count > 8) ||
+            (uct_component_query(components[i], &attr) != UCS_OK) ||
+            (uct_md_config_read(components[i], NULL, NULL, &config) != UCS_OK) ||
+            (uct_md_open(components[i], mds[0].md_name, config, &md) != UCS_OK)) {
             fprintf(stderr, "\npxn md failed to open\n");
             rc = 3;
             continue;

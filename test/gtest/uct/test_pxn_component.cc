@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <set>
 #include <string>
+#include <vector>
 #include <unistd.h>
 
 using pxn_test::LogCapture;
@@ -44,7 +46,7 @@ protected:
         if (status != UCS_OK) {
             return status;
         }
-        status = uct_md_open(pxn_, "pxn", config, md);
+        status = uct_md_open(pxn_, "pxn_tcp", config, md);
         uct_config_release(config);
         return status;
     }
@@ -87,18 +89,32 @@ protected:
     uct_component_h  pxn_        = nullptr;
 };
 
-TEST_F(PxnComponent, IsListedWithOneMemoryDomainNamedPxn)
+TEST_F(PxnComponent, ListsOneMdPerInnerMdOfTheInnerTransports)
 {
+    ScopedEnv tls("UCX_PXN_NET_TLS", "tcp,cma");
     uct_component_attr_t attr = {};
     attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
     ASSERT_EQ(UCS_OK, uct_component_query(pxn_, &attr));
-    ASSERT_EQ(1u, attr.md_resource_count);
+    ASSERT_EQ(2u, attr.md_resource_count);
 
-    uct_md_resource_desc_t resources[1];
+    std::vector<uct_md_resource_desc_t> resources(attr.md_resource_count);
     attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
-    attr.md_resources = resources;
+    attr.md_resources = resources.data();
     ASSERT_EQ(UCS_OK, uct_component_query(pxn_, &attr));
-    EXPECT_STREQ("pxn", resources[0].md_name);
+    std::set<std::string> names;
+    for (const auto &r : resources) {
+        names.insert(r.md_name);
+    }
+    EXPECT_EQ((std::set<std::string>{"pxn_tcp", "pxn_cma"}), names);
+}
+
+TEST_F(PxnComponent, ListsNoMdWhenNoInnerTransportExists)
+{
+    ScopedEnv tls("UCX_PXN_NET_TLS", "no_such_tl");
+    uct_component_attr_t attr = {};
+    attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+    ASSERT_EQ(UCS_OK, uct_component_query(pxn_, &attr));
+    EXPECT_EQ(0u, attr.md_resource_count);
 }
 
 TEST_F(PxnComponent, OpensAndQueriesMdWithDefaults)
@@ -108,6 +124,7 @@ TEST_F(PxnComponent, OpensAndQueriesMdWithDefaults)
     uct_md_attr_t attr;
     EXPECT_EQ(UCS_OK, uct_md_query(md, &attr));
     EXPECT_STREQ("pxn", attr.component_name);
+    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_REG);
     uct_md_close(md);
 }
 
@@ -193,11 +210,12 @@ TEST_F(PxnComponent, UcxInfoShowsComponentAndEveryVariable)
     auto devices = pxn_test::run_program({info, "-d"});
     ASSERT_EQ(0, devices.exit_code) << devices.output;
     EXPECT_NE(std::string::npos, devices.output.find("Component: pxn"));
+    EXPECT_NE(std::string::npos, devices.output.find("Transport: pxn"));
 
     auto config = pxn_test::run_program({info, "-cf"});
     ASSERT_EQ(0, config.exit_code);
     for (const char *var : {"GROUP", "NODE_ID", "RAIL_MAP", "NET_TLS",
-                            "HOME_DEVICE", "LANES", "SLOTS", "SLOT_SIZE",
+                            "HOME_DEVICE", "NET_CONNECT", "LANES", "SLOTS", "SLOT_SIZE",
                             "MAX_PLAN", "INFLIGHT_DEPTH", "CREDIT_TIMEOUT",
                             "HEARTBEAT_TIMEOUT", "RELAY_SLICE",
                             "RELAY_SLICE_MERGE"}) {

@@ -1,0 +1,492 @@
+/*
+ * ucx_pxn_peer: one UCT process driven line by line over stdin/stdout, for
+ * the multi-process tests and the benchmark. It opens one transport (pxn or
+ * any other, for baselines) and does what it is told; between commands it
+ * makes no UCT calls at all, like an application busy elsewhere.
+ *
+ *   ucx_pxn_peer <md name> <tl name> <device>
+ *
+ * Commands (one line each, answers one line; blobs in hex):
+ *   info                          -> info <dev addr> <iface addr> <to_ep 0|1>
+ *   alloc <bytes>                 -> alloc <address> <packed rkey>
+ *         the buffer has 4 KiB canaries before and after it
+ *   fill <seed>                   -> ok            pattern over the buffer
+ *   check <seed> <offset> <len>   -> ok | bad <first bad byte> | canary
+ *   reachable <dev> <iface>       -> 1 | 0
+ *   connect <dev> <iface>         -> ok | err <status>        (to-iface)
+ *   ep_addr                       -> ep_addr <addr> | err     (to-ep)
+ *   connect_ep <dev> <ep>         -> ok | err <status>
+ *   put <short|bcopy|zcopy> <raddr> <rkey> <bytes> <chunk> <offset>
+ *   get <raddr> <rkey> <bytes> <chunk> <offset>
+ *         moves [offset, offset+bytes) of the local buffer to/from raddr +
+ *         offset, in operations of chunk bytes, then flushes:
+ *                                 -> done <status> <ns> <ops>
+ *   counters                      -> counters <name>=<value> ...   (pxn)
+ *   progress <ms>                 -> ok
+ *   quit
+ */
+#include <ucs/pxn/abi.h>
+
+#include <uct/api/uct.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+constexpr size_t  kCanary     = 4096;
+constexpr uint8_t kCanaryByte = 0xca;
+
+struct Peer {
+    ucs_async_context_t *async  = nullptr;
+    uct_worker_h         worker = nullptr;
+    uct_component_h      component = nullptr;
+    uct_md_h             md     = nullptr;
+    uct_md_attr_t        md_attr{};
+    uct_iface_h          iface  = nullptr;
+    uct_iface_attr_t     attr{};
+    uct_ep_h             ep     = nullptr;
+    std::vector<uint8_t> memory; /* canary | buffer | canary */
+    uct_mem_h            memh   = UCT_MEM_HANDLE_NULL;
+    size_t               size   = 0;
+    std::vector<uct_rkey_bundle_t> rkeys;
+
+    uint8_t *buffer() { return memory.data() + kCanary; }
+};
+
+std::string hex(const void *data, size_t length)
+{
+    static const char digits[] = "0123456789abcdef";
+    std::string out;
+    const auto *p = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < length; ++i) {
+        out += digits[p[i] >> 4];
+        out += digits[p[i] & 15];
+    }
+    return out.empty() ? "-" : out;
+}
+
+std::vector<uint8_t> unhex(const std::string &text)
+{
+    std::vector<uint8_t> out;
+    if (text == "-") {
+        return out;
+    }
+    for (size_t i = 0; i + 1 < text.size(); i += 2) {
+        out.push_back(static_cast<uint8_t>(std::stoi(text.substr(i, 2), nullptr, 16)));
+    }
+    return out;
+}
+
+uint8_t pattern(uint64_t seed, uint64_t index)
+{
+    uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ull + index * 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 31;
+    x *= 0x94d049bb133111ebull;
+    return static_cast<uint8_t>(x >> 56);
+}
+
+int fail(const char *what, ucs_status_t status)
+{
+    fprintf(stderr, "ucx_pxn_peer: %s: %s\n", what, ucs_status_string(status));
+    return 1;
+}
+
+int open_peer(Peer &p, const char *md_name, const char *tl_name, const char *dev)
+{
+    uct_component_h *components;
+    unsigned count;
+    ucs_status_t status = uct_query_components(&components, &count);
+    if (status != UCS_OK) {
+        return fail("uct_query_components", status);
+    }
+    for (unsigned i = 0; (i < count) && (p.md == nullptr); ++i) {
+        uct_component_attr_t attr = {};
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+        uct_component_query(components[i], &attr);
+        std::vector<uct_md_resource_desc_t> mds(attr.md_resource_count);
+        attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+        attr.md_resources = mds.data();
+        uct_component_query(components[i], &attr);
+        for (const auto &m : mds) {
+            if (strcmp(m.md_name, md_name) != 0) {
+                continue;
+            }
+            uct_md_config_t *config;
+            uct_md_config_read(components[i], NULL, NULL, &config);
+            status = uct_md_open(components[i], md_name, config, &p.md);
+            uct_config_release(config);
+            if (status != UCS_OK) {
+                return fail("uct_md_open", status);
+            }
+            p.component = components[i];
+        }
+    }
+    uct_release_component_list(components);
+    if (p.md == nullptr) {
+        fprintf(stderr, "ucx_pxn_peer: no md named %s\n", md_name);
+        return 1;
+    }
+    uct_md_query(p.md, &p.md_attr);
+
+    status = ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &p.async);
+    if (status == UCS_OK) {
+        status = uct_worker_create(p.async, UCS_THREAD_MODE_SINGLE, &p.worker);
+    }
+    if (status != UCS_OK) {
+        return fail("worker", status);
+    }
+    uct_iface_config_t *config;
+    status = uct_md_iface_config_read(p.md, tl_name, NULL, NULL, &config);
+    if (status != UCS_OK) {
+        return fail("uct_md_iface_config_read", status);
+    }
+    uct_iface_params_t params   = {};
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                  UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = tl_name;
+    params.mode.device.dev_name = dev;
+    status = uct_iface_open(p.md, p.worker, &params, config, &p.iface);
+    uct_config_release(config);
+    if (status != UCS_OK) {
+        return fail("uct_iface_open", status);
+    }
+    uct_iface_query(p.iface, &p.attr);
+    uct_iface_progress_enable(p.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    return 0;
+}
+
+std::string cmd_info(Peer &p)
+{
+    std::vector<uint8_t> dev(p.attr.device_addr_len), iface(p.attr.iface_addr_len);
+    uct_iface_get_device_address(p.iface, (uct_device_addr_t*)dev.data());
+    if (!iface.empty()) {
+        uct_iface_get_address(p.iface, (uct_iface_addr_t*)iface.data());
+    }
+    const bool to_ep = !(p.attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE);
+    return "info " + hex(dev.data(), dev.size()) + " " +
+           hex(iface.data(), iface.size()) + " " + (to_ep ? "1" : "0");
+}
+
+std::string cmd_alloc(Peer &p, size_t size)
+{
+    p.size = size;
+    p.memory.assign(size + 2 * kCanary, kCanaryByte);
+    std::string rkey = "-";
+    if (p.md_attr.cap.flags & UCT_MD_FLAG_REG) {
+        ucs_status_t status = uct_md_mem_reg(p.md, p.buffer(), size,
+                                             UCT_MD_MEM_ACCESS_ALL, &p.memh);
+        if (status != UCS_OK) {
+            return std::string("err ") + ucs_status_string(status);
+        }
+        std::vector<uint8_t> packed(p.md_attr.rkey_packed_size);
+        uct_md_mkey_pack(p.md, p.memh, packed.data());
+        rkey = hex(packed.data(), packed.size());
+    }
+    return "alloc " + std::to_string(reinterpret_cast<uintptr_t>(p.buffer())) +
+           " " + rkey;
+}
+
+std::string cmd_check(Peer &p, uint64_t seed, size_t offset, size_t length)
+{
+    for (size_t i = 0; i < kCanary; ++i) {
+        if ((p.memory[i] != kCanaryByte) ||
+            (p.memory[kCanary + p.size + i] != kCanaryByte)) {
+            return "canary";
+        }
+    }
+    for (size_t i = offset; i < offset + length; ++i) {
+        if (p.buffer()[i] != pattern(seed, i)) {
+            return "bad " + std::to_string(i);
+        }
+    }
+    return "ok";
+}
+
+struct Op {
+    uct_completion_t comp;
+    size_t          *done;
+};
+
+void op_done(uct_completion_t *comp)
+{
+    ++*reinterpret_cast<Op*>(comp)->done;
+}
+
+uct_rkey_t unpack_rkey(Peer &p, const std::string &text)
+{
+    std::vector<uint8_t> packed = unhex(text);
+    uct_rkey_bundle_t bundle    = {};
+    if (!packed.empty() &&
+        (uct_rkey_unpack(p.component, packed.data(), &bundle) != UCS_OK)) {
+        return UCT_INVALID_RKEY;
+    }
+    p.rkeys.push_back(bundle);
+    return bundle.rkey;
+}
+
+struct PackArg {
+    const uint8_t *src;
+    size_t         length;
+};
+
+size_t pack_bytes(void *dest, void *arg)
+{
+    auto *a = static_cast<PackArg*>(arg);
+    memcpy(dest, a->src, a->length);
+    return a->length;
+}
+
+std::string cmd_move(Peer &p, const std::string &kind, uint64_t raddr,
+                     uct_rkey_t rkey, size_t bytes, size_t chunk, size_t offset)
+{
+    const auto start = std::chrono::steady_clock::now();
+    const size_t ops = (bytes + chunk - 1) / chunk;
+    std::vector<Op> comps(ops);
+    size_t done = 0, expected = 0;
+    ucs_status_t status = UCS_OK;
+
+    for (size_t i = 0; (i < ops) && !UCS_STATUS_IS_ERR(status); ++i) {
+        const size_t off = offset + i * chunk;
+        const size_t len = std::min(chunk, offset + bytes - off);
+        comps[i].comp    = {op_done, 1, UCS_OK};
+        comps[i].done    = &done;
+        uct_iov_t iov    = {p.buffer() + off, len, p.memh, 0, 1};
+        for (;;) {
+            if (kind == "short") {
+                status = uct_ep_put_short(p.ep, p.buffer() + off, len,
+                                          raddr + off, rkey);
+            } else if (kind == "bcopy") {
+                PackArg arg{p.buffer() + off, len};
+                ssize_t n = uct_ep_put_bcopy(p.ep, pack_bytes, &arg, raddr + off,
+                                             rkey);
+                status = (n >= 0) ? UCS_OK : static_cast<ucs_status_t>(n);
+            } else if (kind == "zcopy") {
+                status = uct_ep_put_zcopy(p.ep, &iov, 1, raddr + off, rkey,
+                                          &comps[i].comp);
+            } else {
+                status = uct_ep_get_zcopy(p.ep, &iov, 1, raddr + off, rkey,
+                                          &comps[i].comp);
+            }
+            if (status != UCS_ERR_NO_RESOURCE) {
+                break;
+            }
+            uct_worker_progress(p.worker);
+        }
+        expected += (status == UCS_INPROGRESS);
+    }
+    ucs_status_t first_error = UCS_STATUS_IS_ERR(status) ? status : UCS_OK;
+
+    uct_completion_t flush = {nullptr, 1, UCS_OK};
+    flush.func = [](uct_completion_t *c) { c->count = -1; };
+    do {
+        status = uct_ep_flush(p.ep, 0, &flush);
+        uct_worker_progress(p.worker);
+    } while (status == UCS_ERR_NO_RESOURCE);
+    if (status == UCS_INPROGRESS) {
+        while (flush.count != -1) {
+            uct_worker_progress(p.worker);
+        }
+        status = flush.status;
+    }
+    while (done < expected) {
+        uct_worker_progress(p.worker);
+    }
+    for (size_t i = 0; i < ops; ++i) {
+        if ((first_error == UCS_OK) && (comps[i].comp.status != UCS_OK)) {
+            first_error = comps[i].comp.status;
+        }
+    }
+    if (first_error == UCS_OK) {
+        first_error = status;
+    }
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::steady_clock::now() - start).count();
+    return std::string("done ") + ucs_status_string(first_error) + " " +
+           std::to_string(ns) + " " + std::to_string(ops);
+}
+
+/* Reads this process's pxn counters from its registry entry. */
+std::string cmd_counters()
+{
+    const char *group = getenv("UCX_PXN_GROUP");
+    const std::string dir = "/dev/shm/ucx-pxn-" + std::to_string(geteuid()) +
+                            "-" + (group ? group : "default");
+    const std::string prefix = "p" + std::to_string(getpid()) + "-";
+    DIR *d = opendir(dir.c_str());
+    if (d == nullptr) {
+        return "err no registry " + dir;
+    }
+    std::string path;
+    for (dirent *e; (e = readdir(d)) != nullptr;) {
+        const std::string name = e->d_name;
+        if ((name.compare(0, prefix.size(), prefix) == 0) &&
+            (name.size() > 4) && (name.compare(name.size() - 4, 4, ".ctl") == 0)) {
+            path = dir + "/" + name;
+        }
+    }
+    closedir(d);
+    int fd = path.empty() ? -1 : open(path.c_str(), O_RDONLY);
+    if (fd < 0) {
+        return "err no entry";
+    }
+    void *map = mmap(nullptr, pxn::abi::kLaneOffset, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        return "err mmap";
+    }
+    pxn::abi::ProcessCounters c;
+    memcpy(&c, static_cast<uint8_t*>(map) + pxn::abi::kCountersOffset, sizeof(c));
+    munmap(map, pxn::abi::kLaneOffset);
+    std::ostringstream os;
+    os << "counters relayed_pieces=" << c.relay.pieces
+       << " relayed_bytes=" << c.relay.bytes
+       << " relay_failed=" << c.relay.failed_pieces
+       << " rejected=" << c.relay.rejected << " routes=" << c.relay.routes
+       << " sent_pieces=" << c.sender.pieces << " sent_bytes=" << c.sender.bytes
+       << " credit_stalls=" << c.sender.credit_stalls
+       << " failed_ops=" << c.sender.failed_ops
+       << " fallback_bytes=" << c.sender.fallback_bytes;
+    return os.str();
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: ucx_pxn_peer <md name> <tl name> <device>\n");
+        return 2;
+    }
+    Peer p;
+    if (open_peer(p, argv[1], argv[2], argv[3]) != 0) {
+        return 1;
+    }
+    std::cout << "ready" << std::endl;
+
+    std::string line;
+    while (std::getline(std::cin, line)) {
+        std::istringstream in(line);
+        std::string cmd, reply;
+        in >> cmd;
+        if (cmd == "quit") {
+            break;
+        } else if (cmd == "info") {
+            reply = cmd_info(p);
+        } else if (cmd == "alloc") {
+            size_t size;
+            in >> size;
+            reply = cmd_alloc(p, size);
+        } else if (cmd == "fill") {
+            uint64_t seed;
+            in >> seed;
+            for (size_t i = 0; i < p.size; ++i) {
+                p.buffer()[i] = pattern(seed, i);
+            }
+            reply = "ok";
+        } else if (cmd == "check") {
+            uint64_t seed;
+            size_t offset, length;
+            in >> seed >> offset >> length;
+            reply = cmd_check(p, seed, offset, length);
+        } else if (cmd == "reachable") {
+            std::string dev, iface;
+            in >> dev >> iface;
+            auto d = unhex(dev), i = unhex(iface);
+            reply = uct_iface_is_reachable(p.iface,
+                                           (const uct_device_addr_t*)d.data(),
+                                           (const uct_iface_addr_t*)i.data()) ?
+                    "1" : "0";
+        } else if (cmd == "connect") {
+            std::string dev, iface;
+            in >> dev >> iface;
+            auto d = unhex(dev), i = unhex(iface);
+            uct_ep_params_t params = {};
+            params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
+                                UCT_EP_PARAM_FIELD_DEV_ADDR |
+                                UCT_EP_PARAM_FIELD_IFACE_ADDR;
+            params.iface      = p.iface;
+            params.dev_addr   = (const uct_device_addr_t*)d.data();
+            params.iface_addr = (const uct_iface_addr_t*)i.data();
+            ucs_status_t status = uct_ep_create(&params, &p.ep);
+            reply = (status == UCS_OK) ? "ok" :
+                    std::string("err ") + ucs_status_string(status);
+        } else if (cmd == "ep_addr") {
+            uct_ep_params_t params = {};
+            params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+            params.iface      = p.iface;
+            ucs_status_t status = uct_ep_create(&params, &p.ep);
+            std::vector<uint8_t> addr(p.attr.ep_addr_len);
+            if (status == UCS_OK) {
+                status = uct_ep_get_address(p.ep, (uct_ep_addr_t*)addr.data());
+            }
+            reply = (status == UCS_OK) ? "ep_addr " + hex(addr.data(), addr.size()) :
+                    std::string("err ") + ucs_status_string(status);
+        } else if (cmd == "connect_ep") {
+            std::string dev, ep;
+            in >> dev >> ep;
+            auto d = unhex(dev), e = unhex(ep);
+            ucs_status_t status = uct_ep_connect_to_ep(
+                    p.ep, (const uct_device_addr_t*)d.data(),
+                    (const uct_ep_addr_t*)e.data());
+            reply = (status == UCS_OK) ? "ok" :
+                    std::string("err ") + ucs_status_string(status);
+        } else if ((cmd == "put") || (cmd == "get")) {
+            std::string kind = "get", rkey;
+            uint64_t raddr;
+            size_t bytes, chunk, offset;
+            if (cmd == "put") {
+                in >> kind;
+            }
+            in >> raddr >> rkey >> bytes >> chunk >> offset;
+            if ((p.ep == nullptr) || (chunk == 0) || (offset + bytes > p.size)) {
+                reply = "err bad arguments";
+            } else {
+                reply = cmd_move(p, kind, raddr, unpack_rkey(p, rkey), bytes,
+                                 chunk, offset);
+            }
+        } else if (cmd == "counters") {
+            reply = cmd_counters();
+        } else if (cmd == "progress") {
+            int ms;
+            in >> ms;
+            const auto end = std::chrono::steady_clock::now() +
+                             std::chrono::milliseconds(ms);
+            while (std::chrono::steady_clock::now() < end) {
+                uct_worker_progress(p.worker);
+            }
+            reply = "ok";
+        } else {
+            reply = "err unknown command " + cmd;
+        }
+        std::cout << reply << std::endl;
+    }
+
+    for (auto &bundle : p.rkeys) {
+        if (bundle.rkey != 0) {
+            uct_rkey_release(p.component, &bundle);
+        }
+    }
+    if (p.ep != nullptr) {
+        uct_ep_destroy(p.ep);
+    }
+    if (p.memh != UCT_MEM_HANDLE_NULL) {
+        uct_md_mem_dereg(p.md, p.memh);
+    }
+    uct_iface_close(p.iface);
+    uct_worker_destroy(p.worker);
+    ucs_async_context_destroy(p.async);
+    uct_md_close(p.md);
+    return 0;
+}

@@ -1,0 +1,83 @@
+#include "pxn_engine.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <cerrno>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace pxn {
+namespace uct {
+
+ucs_status_t Engine::start(EngineClient *client, const Options &options)
+{
+    client_  = client;
+    options_ = options;
+    stop_    = false;
+    stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (stop_fd_ < 0) {
+        ucs_error("pxn: eventfd failed: %m");
+        return UCS_ERR_IO_ERROR;
+    }
+    try {
+        thread_ = std::thread(&Engine::loop, this);
+    } catch (const std::exception &e) {
+        ucs_error("pxn: failed to start the engine thread: %s", e.what());
+        close(stop_fd_);
+        stop_fd_ = -1;
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return UCS_OK;
+}
+
+void Engine::stop()
+{
+    if (!thread_.joinable()) {
+        return;
+    }
+    stop_.store(true, std::memory_order_release);
+    uint64_t one = 1;
+    if (write(stop_fd_, &one, sizeof(one)) < 0) {
+        /* The counter cannot overflow here; the flag alone still stops the
+         * thread at its next wakeup. */
+    }
+    thread_.join();
+    close(stop_fd_);
+    stop_fd_ = -1;
+}
+
+void Engine::loop()
+{
+    pthread_setname_np(pthread_self(), "ucx-pxn");
+    std::vector<pollfd> fds;
+    unsigned idle = 0;
+
+    while (!stop_.load(std::memory_order_acquire)) {
+        if (client_->work() != 0) {
+            idle = 0;
+            continue;
+        }
+        if (++idle < options_.spin_rounds) {
+            continue;
+        }
+        idle = 0;
+        if (!client_->may_sleep()) {
+            continue;
+        }
+        fds.clear();
+        fds.push_back({stop_fd_, POLLIN, 0});
+        for (int fd : client_->wait_fds()) {
+            fds.push_back({fd, POLLIN, 0});
+        }
+        if ((poll(fds.data(), fds.size(), options_.sleep_ms) < 0) &&
+            (errno != EINTR)) {
+            ucs_warn("pxn: engine poll failed: %m");
+        }
+        client_->woke();
+    }
+}
+
+} // namespace uct
+} // namespace pxn

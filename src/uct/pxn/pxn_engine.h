@@ -1,0 +1,71 @@
+/*
+ * The engine thread of a pxn iface: drives the relay and the inner worker
+ * without any call from the application, which may be blocked elsewhere.
+ *
+ * Why a thread and not a UCS async handler: docs/relay-engine.md has the
+ * measurements. In short: relay work (inner posts, completion writes) would
+ * run on UCX's one global async thread and delay every other context's
+ * keepalive, tcp accepts and timers; a thread of our own busy-polls while
+ * pieces flow and blocks in poll() when idle.
+ *
+ * Loop contract: work() is called until it returns 0 for `spin` consecutive
+ * rounds; then, if may_sleep() agrees (it must announce the sleep to
+ * senders and re-check for work, see wakeup.h), the thread blocks in poll()
+ * on the given fds for at most `sleep_ms` and calls woke() afterwards.
+ */
+#ifndef PXN_UCT_PXN_ENGINE_H_
+#define PXN_UCT_PXN_ENGINE_H_
+
+#include <ucs/type/status.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace pxn {
+namespace uct {
+
+class EngineClient {
+public:
+    virtual ~EngineClient() = default;
+    /* One round of work; returns how much was done. */
+    virtual unsigned work() = 0;
+    /* Called before blocking; false cancels the sleep. */
+    virtual bool may_sleep() = 0;
+    /* Called after poll() returned, whatever the reason. */
+    virtual void woke() = 0;
+    /* The fds to block on (readable = work may be waiting). */
+    virtual std::vector<int> wait_fds() = 0;
+};
+
+class Engine {
+public:
+    struct Options {
+        unsigned spin_rounds = 2000; /* idle rounds before sleeping */
+        int      sleep_ms    = 100;  /* longest sleep (heartbeat period) */
+    };
+
+    Engine() = default;
+    ~Engine() { stop(); }
+    Engine(const Engine&) = delete;
+    Engine &operator=(const Engine&) = delete;
+
+    ucs_status_t start(EngineClient *client, const Options &options);
+    /* Joins the thread; the client is not called after stop() returns. */
+    void stop();
+    bool running() const { return thread_.joinable(); }
+
+private:
+    void loop();
+
+    EngineClient     *client_ = nullptr;
+    Options           options_;
+    std::atomic<bool> stop_{false};
+    int               stop_fd_ = -1; /* eventfd: interrupts poll() on stop */
+    std::thread       thread_;
+};
+
+} // namespace uct
+} // namespace pxn
+
+#endif

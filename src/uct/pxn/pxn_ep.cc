@@ -1,0 +1,419 @@
+#include "pxn_ep.h"
+
+#include "pxn_iface.h"
+#include "pxn_md.h"
+
+extern "C" {
+#include <ucs/debug/log.h>
+}
+
+#include <algorithm>
+#include <cstring>
+
+namespace pxn {
+namespace uct {
+
+Ep::~Ep()
+{
+    if (connected_ && (lane_ != nullptr)) {
+        lane_->route_release(route_);
+    }
+    for (Candidate &c : candidates_) {
+        c.lane->route_release(c.route);
+    }
+    if (passive_ != nullptr) {
+        std::lock_guard<std::mutex> guard(hub_->net().lock());
+        uct_ep_destroy(passive_);
+    }
+}
+
+ucs_status_t Ep::connect_to_iface(const DeviceAddress &peer,
+                                  const Bytes &inner_iface_addr)
+{
+    peer_       = peer;
+    peer_iface_ = inner_iface_addr;
+    to_iface_   = true;
+    ucs_status_t status = hub_->lane_for(peer.rail_hash, &lane_);
+    if (status == UCS_OK) {
+        status = lane_->route_to_iface(peer.inner, peer_iface_, &route_);
+    }
+    connected_ = (status == UCS_OK);
+    return status;
+}
+
+ucs_status_t Ep::prepare_ep_address()
+{
+    for (const std::shared_ptr<SendLane> &lane : hub_->all_lanes()) {
+        Candidate c{lane, 0, {}, {}};
+        if (lane->route_ep_create(&c.route, &c.relay_dev, &c.relay_ep) == UCS_OK) {
+            candidates_.push_back(std::move(c));
+        }
+    }
+    std::lock_guard<std::mutex> guard(hub_->net().lock());
+    return hub_->net().ep_create_unconnected(&passive_, &passive_addr_);
+}
+
+size_t Ep::ep_address_size() const
+{
+    return kMaxEpAddress;
+}
+
+void Ep::pack_ep_address(uint8_t *out) const
+{
+    EpAddress addr;
+    addr.own = passive_addr_;
+    for (const Candidate &c : candidates_) {
+        addr.relays.push_back({c.lane->rail_hash(), c.relay_dev, c.relay_ep});
+        if (addr.packed_size() == 0) {
+            addr.relays.pop_back();
+            ucs_warn("pxn: ep address too small for all relays: rail %s left out",
+                     c.lane->relay().rail.c_str());
+        }
+    }
+    memset(out, 0, kMaxEpAddress);
+    addr.pack(out);
+}
+
+ucs_status_t Ep::connect_to_ep(const DeviceAddress &peer, const EpAddress &addr)
+{
+    peer_ = peer;
+    ucs_status_t status = UCS_ERR_UNREACHABLE;
+    for (Candidate &c : candidates_) {
+        if ((c.lane->rail_hash() == peer.rail_hash) && !connected_) {
+            status = c.lane->route_ep_connect(c.route, peer.inner, addr.own);
+            if (status == UCS_OK) {
+                lane_      = c.lane;
+                route_     = c.route;
+                connected_ = true;
+                continue;
+            }
+        }
+        c.lane->route_release(c.route);
+    }
+    candidates_.clear();
+
+    /* The peer's relay of our rail writes into us through our passive ep. */
+    const RelayEpAddress *relay = addr.relay_for(hub_->rail_hash());
+    ucs_status_t inbound        = UCS_ERR_UNREACHABLE;
+    if ((relay != nullptr) && (passive_ != nullptr)) {
+        std::lock_guard<std::mutex> guard(hub_->net().lock());
+        inbound = hub_->net().ep_connect(passive_, relay->device.data(),
+                                         relay->ep.data());
+    }
+    /* Either direction makes the connection useful: an ep that can only
+     * receive answers its sends with UCS_ERR_UNREACHABLE. */
+    if (connected_ || (inbound == UCS_OK)) {
+        return UCS_OK;
+    }
+    return (status != UCS_ERR_UNREACHABLE) ? status : inbound;
+}
+
+ucs_status_t Ep::ready()
+{
+    if (!connected_) {
+        return UCS_ERR_UNREACHABLE;
+    }
+    if (!pending_.empty() || (completed_ < fence_at_)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if (!lane_->usable()) {
+        if (!to_iface_) {
+            return UCS_ERR_UNREACHABLE; /* routes of ep-to-ep need a handshake */
+        }
+        /* Its relay failed: route again through the relay now serving that
+         * rail, if any. Everything on the old lane has already failed. */
+        std::shared_ptr<SendLane> lane;
+        uint32_t route;
+        if ((hub_->lane_for(peer_.rail_hash, &lane) != UCS_OK) ||
+            (lane->route_to_iface(peer_.inner, peer_iface_, &route) != UCS_OK)) {
+            return UCS_ERR_UNREACHABLE;
+        }
+        lane_  = std::move(lane);
+        route_ = route;
+    }
+    return UCS_OK;
+}
+
+ucs_status_t Ep::lane_rkey(uct_rkey_t rkey, uint32_t *index)
+{
+    const auto *key = reinterpret_cast<const uct_pxn_rkey_t*>(rkey);
+    return lane_->rkey_index(key->packed, key->length, index);
+}
+
+ucs_status_t Ep::put_short(const void *buffer, unsigned length,
+                           uint64_t remote_addr, uct_rkey_t rkey)
+{
+    uint32_t index;
+    ucs_status_t status = ready();
+    if (status == UCS_OK) {
+        status = lane_rkey(rkey, &index);
+    }
+    if (status != UCS_OK) {
+        return status;
+    }
+    size_t packed;
+    status = lane_->put_now(this, route_, index, remote_addr, length,
+                            [&](uint8_t *dest) {
+                                memcpy(dest, buffer, length);
+                                return size_t(length);
+                            }, &packed);
+    issued_ += (status == UCS_OK) && (packed != 0);
+    return status;
+}
+
+ssize_t Ep::put_bcopy(uct_pack_callback_t pack, void *arg, uint64_t remote_addr,
+                      uct_rkey_t rkey)
+{
+    uint32_t index;
+    ucs_status_t status = ready();
+    if (status == UCS_OK) {
+        status = lane_rkey(rkey, &index);
+    }
+    if (status != UCS_OK) {
+        return status;
+    }
+    size_t packed;
+    status = lane_->put_now(this, route_, index, remote_addr,
+                            hub_->max_bcopy(),
+                            [&](uint8_t *dest) { return pack(dest, arg); },
+                            &packed);
+    if (status != UCS_OK) {
+        return status;
+    }
+    issued_ += (packed != 0);
+    return static_cast<ssize_t>(packed);
+}
+
+ucs_status_t Ep::zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
+                       uint64_t remote_addr, uct_rkey_t rkey,
+                       uct_completion_t *comp)
+{
+    uint32_t index;
+    ucs_status_t status = ready();
+    if (status == UCS_OK) {
+        status = lane_rkey(rkey, &index);
+    }
+    if (status != UCS_OK) {
+        return status;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        total += iov[i].length * std::max<size_t>(iov[i].count, 1);
+    }
+    if (total == 0) {
+        return UCS_OK;
+    }
+    status = lane_->post(this, op, route_, index, remote_addr, iov, iovcnt,
+                         comp);
+    issued_ += (status == UCS_INPROGRESS);
+    return status;
+}
+
+void Ep::op_done(ucs_status_t status)
+{
+    ++completed_;
+    while (!flushes_.empty() && (flushes_.front().first <= completed_)) {
+        uct_completion_t *comp = flushes_.front().second;
+        flushes_.pop_front();
+        if ((status != UCS_OK) && (comp->status == UCS_OK)) {
+            comp->status = status;
+        }
+        if (--comp->count == 0) {
+            comp->func(comp);
+        }
+    }
+}
+
+ucs_status_t Ep::flush(unsigned, uct_completion_t *comp)
+{
+    if (!pending_.empty()) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if (lane_ != nullptr) {
+        lane_->publish_open();
+    }
+    if (issued_ == completed_) {
+        return UCS_OK;
+    }
+    if (comp != nullptr) {
+        flushes_.emplace_back(issued_, comp);
+    }
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t Ep::fence()
+{
+    fence_at_ = issued_;
+    return UCS_OK;
+}
+
+ucs_status_t Ep::pending_add(uct_pending_req_t *req)
+{
+    pending_.push_back(req);
+    return UCS_OK;
+}
+
+void Ep::pending_purge(uct_pending_purge_callback_t cb, void *arg)
+{
+    while (!pending_.empty()) {
+        uct_pending_req_t *req = pending_.front();
+        pending_.pop_front();
+        if (cb != nullptr) {
+            cb(req, arg);
+        }
+    }
+}
+
+unsigned Ep::progress_pending()
+{
+    unsigned work = 0;
+    while (!pending_.empty()) {
+        uct_pending_req_t *req = pending_.front();
+        pending_.pop_front();
+        if (req->func(req) == UCS_ERR_NO_RESOURCE) {
+            pending_.push_front(req);
+            break;
+        }
+        ++work;
+    }
+    return work;
+}
+
+} // namespace uct
+} // namespace pxn
+
+/* --- UCX-facing shell --------------------------------------------------- */
+
+using pxn::uct::Ep;
+
+static Ep *impl(uct_ep_h ep)
+{
+    return ucs_derived_of(ep, uct_pxn_ep_t)->impl;
+}
+
+UCS_CLASS_INIT_FUNC(uct_pxn_ep_t, const uct_ep_params_t *params)
+{
+    uct_pxn_iface_t *iface = ucs_derived_of(params->iface, uct_pxn_iface_t);
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+    try {
+        self->impl = new Ep(iface->hub);
+    } catch (const std::bad_alloc &) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    ucs_status_t status;
+    if (params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) {
+        pxn::DeviceAddress dev;
+        pxn::Bytes inner_iface;
+        if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) ||
+            !pxn::DeviceAddress::unpack(
+                    reinterpret_cast<const uint8_t*>(params->dev_addr),
+                    pxn::kMaxDeviceAddress, &dev) ||
+            !pxn::unpack_iface_address(
+                    reinterpret_cast<const uint8_t*>(params->iface_addr),
+                    pxn::kMaxIfaceAddress, &inner_iface)) {
+            status = UCS_ERR_INVALID_ADDR;
+        } else {
+            status = self->impl->connect_to_iface(dev, inner_iface);
+        }
+    } else {
+        status = self->impl->prepare_ep_address();
+    }
+    if (status != UCS_OK) {
+        delete self->impl;
+        return status;
+    }
+    iface->eps->push_back(self->impl);
+    return UCS_OK;
+}
+
+UCS_CLASS_CLEANUP_FUNC(uct_pxn_ep_t)
+{
+    uct_pxn_iface_t *iface = ucs_derived_of(self->super.super.iface,
+                                            uct_pxn_iface_t);
+    auto &eps = *iface->eps;
+    eps.erase(std::remove(eps.begin(), eps.end(), self->impl), eps.end());
+    delete self->impl;
+}
+
+UCS_CLASS_DEFINE(uct_pxn_ep_t, uct_base_ep_t);
+UCS_CLASS_DEFINE_NEW_FUNC(uct_pxn_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DEFINE_DELETE_FUNC(uct_pxn_ep_t, uct_ep_t);
+
+ucs_status_t uct_pxn_ep_put_short(uct_ep_h ep, const void *buffer,
+                                  unsigned length, uint64_t remote_addr,
+                                  uct_rkey_t rkey) noexcept
+{
+    return impl(ep)->put_short(buffer, length, remote_addr, rkey);
+}
+
+ssize_t uct_pxn_ep_put_bcopy(uct_ep_h ep, uct_pack_callback_t pack, void *arg,
+                             uint64_t remote_addr, uct_rkey_t rkey) noexcept
+{
+    return impl(ep)->put_bcopy(pack, arg, remote_addr, rkey);
+}
+
+ucs_status_t uct_pxn_ep_put_zcopy(uct_ep_h ep, const uct_iov_t *iov,
+                                  size_t iovcnt, uint64_t remote_addr,
+                                  uct_rkey_t rkey, uct_completion_t *comp) noexcept
+{
+    return impl(ep)->zcopy(pxn::abi::kOpPut, iov, iovcnt, remote_addr, rkey,
+                           comp);
+}
+
+ucs_status_t uct_pxn_ep_get_zcopy(uct_ep_h ep, const uct_iov_t *iov,
+                                  size_t iovcnt, uint64_t remote_addr,
+                                  uct_rkey_t rkey, uct_completion_t *comp) noexcept
+{
+    return impl(ep)->zcopy(pxn::abi::kOpGet, iov, iovcnt, remote_addr, rkey,
+                           comp);
+}
+
+ucs_status_t uct_pxn_ep_flush(uct_ep_h ep, unsigned flags,
+                              uct_completion_t *comp) noexcept
+{
+    return impl(ep)->flush(flags, comp);
+}
+
+ucs_status_t uct_pxn_ep_fence(uct_ep_h ep, unsigned) noexcept
+{
+    return impl(ep)->fence();
+}
+
+ucs_status_t uct_pxn_ep_pending_add(uct_ep_h ep, uct_pending_req_t *req,
+                                    unsigned) noexcept
+{
+    return impl(ep)->pending_add(req);
+}
+
+void uct_pxn_ep_pending_purge(uct_ep_h ep, uct_pending_purge_callback_t cb,
+                              void *arg) noexcept
+{
+    impl(ep)->pending_purge(cb, arg);
+}
+
+ucs_status_t uct_pxn_ep_get_address(uct_ep_h ep, uct_ep_addr_t *addr) noexcept
+{
+    impl(ep)->pack_ep_address(reinterpret_cast<uint8_t*>(addr));
+    return UCS_OK;
+}
+
+ucs_status_t uct_pxn_ep_connect_to_ep(uct_ep_h ep,
+                                      const uct_device_addr_t *dev_addr,
+                                      const uct_ep_addr_t *ep_addr) noexcept
+{
+    pxn::DeviceAddress dev;
+    pxn::EpAddress addr;
+    if (!pxn::DeviceAddress::unpack(reinterpret_cast<const uint8_t*>(dev_addr),
+                                    pxn::kMaxDeviceAddress, &dev) ||
+        !pxn::EpAddress::unpack(reinterpret_cast<const uint8_t*>(ep_addr),
+                                pxn::kMaxEpAddress, &addr)) {
+        return UCS_ERR_INVALID_ADDR;
+    }
+    try {
+        return impl(ep)->connect_to_ep(dev, addr);
+    } catch (const std::bad_alloc &) {
+        return UCS_ERR_NO_MEMORY;
+    }
+}

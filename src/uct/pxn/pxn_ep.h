@@ -1,0 +1,137 @@
+/*
+ * The pxn endpoint: a UCX-facing shell (uct_pxn_ep_t) over pxn::uct::Ep,
+ * which binds the endpoint to the lane into this node's relay of the
+ * target's rail and to a route of that relay to the target.
+ *
+ * Connection models (UCX_PXN_NET_CONNECT):
+ * - to-iface: uct_ep_create() gets the target's device and iface address;
+ *   the relay creates its inner ep from them.
+ * - to-ep: uct_ep_create() knows no target, so the ep asks every relay of
+ *   this node for an unconnected inner ep and creates its own passive inner
+ *   ep (the target end of the peer's routes); its ep address carries all of
+ *   them. connect_to_ep() then connects the route of the target's rail to
+ *   the target's passive ep, connects the passive ep to the peer's relay of
+ *   this rail, and releases the other routes.
+ *
+ * Completion: operations of one ep complete in issue order (they share a
+ * lane whose pieces complete in seq order). Flush waits for every operation
+ * issued before it; fence holds new operations until those have completed.
+ * Threading: application thread only.
+ */
+#ifndef PXN_UCT_PXN_EP_H_
+#define PXN_UCT_PXN_EP_H_
+
+#include "pxn_hub.h"
+
+extern "C" {
+#include <uct/base/uct_iface.h>
+}
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+namespace pxn {
+namespace uct {
+
+class Ep final : public SendOwner {
+public:
+    explicit Ep(Hub *hub) : hub_(hub) {}
+    ~Ep();
+    Ep(const Ep&) = delete;
+    Ep &operator=(const Ep&) = delete;
+
+    ucs_status_t connect_to_iface(const DeviceAddress &peer,
+                                  const Bytes &inner_iface_addr);
+    ucs_status_t prepare_ep_address();
+    size_t       ep_address_size() const;
+    void         pack_ep_address(uint8_t *out) const;
+    ucs_status_t connect_to_ep(const DeviceAddress &peer, const EpAddress &addr);
+
+    ucs_status_t put_short(const void *buffer, unsigned length,
+                           uint64_t remote_addr, uct_rkey_t rkey);
+    ssize_t      put_bcopy(uct_pack_callback_t pack, void *arg,
+                           uint64_t remote_addr, uct_rkey_t rkey);
+    ucs_status_t zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
+                       uint64_t remote_addr, uct_rkey_t rkey,
+                       uct_completion_t *comp);
+    ucs_status_t flush(unsigned flags, uct_completion_t *comp);
+    ucs_status_t fence();
+    ucs_status_t pending_add(uct_pending_req_t *req);
+    void         pending_purge(uct_pending_purge_callback_t cb, void *arg);
+
+    /* From iface progress: dispatch pending requests. */
+    unsigned     progress_pending();
+    bool         idle() const { return issued_ == completed_; }
+
+    void op_done(ucs_status_t status) override;
+
+private:
+    struct Candidate {
+        std::shared_ptr<SendLane> lane;
+        uint32_t                  route;
+        Bytes                     relay_dev;
+        Bytes                     relay_ep;
+    };
+
+    ucs_status_t ready();
+    ucs_status_t lane_rkey(uct_rkey_t rkey, uint32_t *index);
+
+    Hub                      *hub_;
+    std::shared_ptr<SendLane> lane_;
+    uint32_t                  route_ = 0;
+    bool                      connected_ = false;
+    bool                      to_iface_  = false;
+    DeviceAddress             peer_;
+    Bytes                     peer_iface_;
+
+    /* to-ep model */
+    std::vector<Candidate>    candidates_;
+    uct_ep_h                  passive_ = nullptr;
+    Bytes                     passive_addr_;
+
+    uint64_t                  issued_    = 0;
+    uint64_t                  completed_ = 0;
+    uint64_t                  fence_at_  = 0;
+    std::deque<std::pair<uint64_t, uct_completion_t*>> flushes_;
+    std::deque<uct_pending_req_t*> pending_;
+};
+
+} // namespace uct
+} // namespace pxn
+
+typedef struct uct_pxn_ep {
+    uct_base_ep_t    super;
+    pxn::uct::Ep    *impl;
+} uct_pxn_ep_t;
+
+UCS_CLASS_DECLARE(uct_pxn_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_NEW_FUNC(uct_pxn_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_DELETE_FUNC(uct_pxn_ep_t, uct_ep_t);
+
+ucs_status_t uct_pxn_ep_put_short(uct_ep_h tl_ep, const void *buffer,
+                                  unsigned length, uint64_t remote_addr,
+                                  uct_rkey_t rkey) noexcept;
+ssize_t      uct_pxn_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack,
+                                  void *arg, uint64_t remote_addr,
+                                  uct_rkey_t rkey) noexcept;
+ucs_status_t uct_pxn_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                  size_t iovcnt, uint64_t remote_addr,
+                                  uct_rkey_t rkey, uct_completion_t *comp) noexcept;
+ucs_status_t uct_pxn_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                  size_t iovcnt, uint64_t remote_addr,
+                                  uct_rkey_t rkey, uct_completion_t *comp) noexcept;
+ucs_status_t uct_pxn_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                              uct_completion_t *comp) noexcept;
+ucs_status_t uct_pxn_ep_fence(uct_ep_h tl_ep, unsigned flags) noexcept;
+ucs_status_t uct_pxn_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                    unsigned flags) noexcept;
+void         uct_pxn_ep_pending_purge(uct_ep_h tl_ep,
+                                      uct_pending_purge_callback_t cb,
+                                      void *arg) noexcept;
+ucs_status_t uct_pxn_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr) noexcept;
+ucs_status_t uct_pxn_ep_connect_to_ep(uct_ep_h tl_ep,
+                                      const uct_device_addr_t *dev_addr,
+                                      const uct_ep_addr_t *ep_addr) noexcept;
+
+#endif

@@ -1,0 +1,201 @@
+#include "pxn_net.h"
+
+#include <ucs/async/async_fwd.h>
+#include <ucs/debug/log_def.h>
+
+namespace pxn {
+namespace uct {
+
+namespace {
+
+ucs_status_t net_error_handler(void *, uct_ep_h ep, ucs_status_t status)
+{
+    /* Failed inner operations complete with an error status; the relay
+     * reports them to the sender. Keep the iface alive. */
+    ucs_debug("pxn: inner ep %p failed: %s", ep, ucs_status_string(status));
+    return UCS_OK;
+}
+
+} // namespace
+
+Net::~Net()
+{
+    if (iface_ != nullptr) {
+        uct_iface_close(iface_);
+    }
+    if (worker_ != nullptr) {
+        uct_worker_destroy(worker_);
+    }
+    if (async_ != nullptr) {
+        ucs_async_context_destroy(async_);
+    }
+}
+
+ucs_status_t Net::open(const InnerMd &md, const std::string &tl_name,
+                       const std::string &device, bool prefer_ep,
+                       std::unique_ptr<Net> *net_p)
+{
+    std::unique_ptr<Net> net(new Net());
+    net->tl_name_   = tl_name;
+    net->device_    = device;
+    net->md_        = md.md();
+    net->component_ = md.component();
+
+    ucs_status_t status = ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                                   &net->async_);
+    if (status != UCS_OK) {
+        ucs_error("pxn: failed to create async context: %s",
+                  ucs_status_string(status));
+        return status;
+    }
+    status = uct_worker_create(net->async_, UCS_THREAD_MODE_SERIALIZED,
+                               &net->worker_);
+    if (status != UCS_OK) {
+        ucs_error("pxn: failed to create inner worker: %s",
+                  ucs_status_string(status));
+        return status;
+    }
+
+    uct_iface_config_t *config;
+    status = uct_md_iface_config_read(md.md(), tl_name.c_str(), NULL, NULL,
+                                      &config);
+    if (status != UCS_OK) {
+        ucs_error("pxn: failed to read %s configuration: %s", tl_name.c_str(),
+                  ucs_status_string(status));
+        return status;
+    }
+    uct_iface_params_t params   = {};
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                  UCT_IFACE_PARAM_FIELD_DEVICE |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = tl_name.c_str();
+    params.mode.device.dev_name = device.c_str();
+    params.err_handler          = net_error_handler;
+    params.err_handler_arg      = net.get();
+    params.err_handler_flags    = 0;
+    status = uct_iface_open(md.md(), net->worker_, &params, config, &net->iface_);
+    uct_config_release(config);
+    if (status != UCS_OK) {
+        ucs_error("pxn: failed to open inner %s on %s: %s", tl_name.c_str(),
+                  device.c_str(), ucs_status_string(status));
+        return status;
+    }
+    status = uct_iface_query(net->iface_, &net->attr_);
+    if (status != UCS_OK) {
+        ucs_error("pxn: failed to query inner %s/%s: %s", tl_name.c_str(),
+                  device.c_str(), ucs_status_string(status));
+        return status;
+    }
+
+    const uint64_t flags = net->attr_.cap.flags;
+    const bool to_iface  = flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE;
+    const bool to_ep     = flags & UCT_IFACE_FLAG_CONNECT_TO_EP;
+    if (!(flags & UCT_IFACE_FLAG_PUT_ZCOPY) || !(to_iface || to_ep)) {
+        ucs_error("pxn: inner %s/%s has no put_zcopy or no connection model",
+                  tl_name.c_str(), device.c_str());
+        return UCS_ERR_UNSUPPORTED;
+    }
+    net->mode_ = (to_ep && (prefer_ep || !to_iface)) ? ConnectMode::kEp :
+                                                       ConnectMode::kIface;
+
+    if (net->attr_.cap.event_flags & UCT_IFACE_FLAG_EVENT_FD) {
+        net->events_ = ((net->attr_.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV) ?
+                        UCT_EVENT_RECV : 0) |
+                       ((net->attr_.cap.event_flags & UCT_IFACE_FLAG_EVENT_SEND_COMP) ?
+                        UCT_EVENT_SEND_COMP : 0);
+        if (uct_iface_event_fd_get(net->iface_, &net->event_fd_) != UCS_OK) {
+            net->event_fd_ = -1;
+        }
+    }
+    uct_iface_progress_enable(net->iface_,
+                              UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    *net_p = std::move(net);
+    return UCS_OK;
+}
+
+bool Net::has_get() const
+{
+    return attr_.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY;
+}
+
+std::vector<uint8_t> Net::device_address() const
+{
+    std::vector<uint8_t> addr(attr_.device_addr_len);
+    uct_iface_get_device_address(iface_,
+                                 reinterpret_cast<uct_device_addr_t*>(addr.data()));
+    return addr;
+}
+
+std::vector<uint8_t> Net::iface_address() const
+{
+    std::vector<uint8_t> addr(attr_.iface_addr_len);
+    if (!addr.empty()) {
+        uct_iface_get_address(iface_,
+                              reinterpret_cast<uct_iface_addr_t*>(addr.data()));
+    }
+    return addr;
+}
+
+ucs_status_t Net::ep_create_to_iface(const uint8_t *dev_addr,
+                                     const uint8_t *iface_addr, uct_ep_h *ep)
+{
+    uct_ep_params_t params = {};
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                        UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    params.iface      = iface_;
+    params.dev_addr   = reinterpret_cast<const uct_device_addr_t*>(dev_addr);
+    params.iface_addr = reinterpret_cast<const uct_iface_addr_t*>(iface_addr);
+    return uct_ep_create(&params, ep);
+}
+
+ucs_status_t Net::ep_create_unconnected(uct_ep_h *ep, std::vector<uint8_t> *addr)
+{
+    uct_ep_params_t params = {};
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+    params.iface      = iface_;
+    ucs_status_t status = uct_ep_create(&params, ep);
+    if (status != UCS_OK) {
+        return status;
+    }
+    addr->resize(attr_.ep_addr_len);
+    status = uct_ep_get_address(*ep, reinterpret_cast<uct_ep_addr_t*>(addr->data()));
+    if (status != UCS_OK) {
+        uct_ep_destroy(*ep);
+        *ep = nullptr;
+    }
+    return status;
+}
+
+ucs_status_t Net::ep_connect(uct_ep_h ep, const uint8_t *dev_addr,
+                             const uint8_t *ep_addr)
+{
+    return uct_ep_connect_to_ep(ep,
+                                reinterpret_cast<const uct_device_addr_t*>(dev_addr),
+                                reinterpret_cast<const uct_ep_addr_t*>(ep_addr));
+}
+
+bool Net::is_reachable(const uint8_t *dev_addr, const uint8_t *iface_addr) const
+{
+    return uct_iface_is_reachable(
+            iface_, reinterpret_cast<const uct_device_addr_t*>(dev_addr),
+            reinterpret_cast<const uct_iface_addr_t*>(iface_addr));
+}
+
+unsigned Net::progress()
+{
+    return uct_worker_progress(worker_);
+}
+
+ucs_status_t Net::arm()
+{
+    if (event_fd_ < 0) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return uct_iface_event_arm(iface_, events_);
+}
+
+} // namespace uct
+} // namespace pxn

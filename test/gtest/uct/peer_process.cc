@@ -1,0 +1,238 @@
+#include "peer_process.h"
+
+#include "../common/test_helpers.h"
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sstream>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace pxn_test {
+
+std::string peer_binary()
+{
+    return build_dir() + "/src/tools/ucx_pxn_peer";
+}
+
+PeerProcess::~PeerProcess()
+{
+    if (pid_ > 0) {
+        ::kill(pid_, SIGKILL);
+        waitpid(pid_, nullptr, 0);
+    }
+    if (to_fd_ >= 0) {
+        close(to_fd_);
+    }
+    if (from_fd_ >= 0) {
+        close(from_fd_);
+    }
+}
+
+bool PeerProcess::start(const std::string &netns,
+                        const std::vector<std::string> &env,
+                        const std::string &md, const std::string &tl,
+                        const std::string &device, std::string *error)
+{
+    int to[2], from[2];
+    if ((pipe2(to, O_CLOEXEC) != 0) || (pipe2(from, O_CLOEXEC) != 0)) {
+        *error = std::string("pipe: ") + strerror(errno);
+        return false;
+    }
+    std::vector<std::string> argv;
+    if (!netns.empty()) {
+        argv = {"/usr/sbin/ip", "netns", "exec", netns};
+        if (access(argv[0].c_str(), X_OK) != 0) {
+            argv[0] = "/sbin/ip";
+        }
+    }
+    for (const auto &a : {peer_binary(), md, tl, device}) {
+        argv.push_back(a);
+    }
+
+    pid_ = fork();
+    if (pid_ == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(to[0], 0);
+        dup2(from[1], 1);
+        for (const auto &e : env) {
+            const size_t eq = e.find('=');
+            setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
+        }
+        std::vector<char*> args;
+        for (auto &a : argv) {
+            args.push_back(const_cast<char*>(a.c_str()));
+        }
+        args.push_back(nullptr);
+        execv(args[0], args.data());
+        _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    to_fd_   = to[1];
+    from_fd_ = from[0];
+    if (pid_ < 0) {
+        *error = std::string("fork: ") + strerror(errno);
+        return false;
+    }
+    const std::string ready = receive(20000);
+    if (ready != "ready") {
+        *error = "peer did not start (got '" + ready + "')";
+        return false;
+    }
+    return true;
+}
+
+bool PeerProcess::send(const std::string &line)
+{
+    const std::string data = line + "\n";
+    return write(to_fd_, data.data(), data.size()) == ssize_t(data.size());
+}
+
+std::string PeerProcess::receive(int timeout_ms)
+{
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+        const size_t nl = buffered_.find('\n');
+        if (nl != std::string::npos) {
+            std::string line = buffered_.substr(0, nl);
+            buffered_.erase(0, nl + 1);
+            return line;
+        }
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                deadline - std::chrono::steady_clock::now()).count();
+        if (left <= 0) {
+            return "";
+        }
+        pollfd pfd{from_fd_, POLLIN, 0};
+        if (poll(&pfd, 1, static_cast<int>(left)) <= 0) {
+            continue;
+        }
+        char buf[4096];
+        const ssize_t n = read(from_fd_, buf, sizeof(buf));
+        if (n <= 0) {
+            return "";
+        }
+        buffered_.append(buf, n);
+    }
+}
+
+std::string PeerProcess::call(const std::string &line, int timeout_ms)
+{
+    return send(line) ? receive(timeout_ms) : "";
+}
+
+void PeerProcess::kill(int sig)
+{
+    if (pid_ > 0) {
+        ::kill(pid_, sig);
+    }
+}
+
+bool PeerProcess::stop()
+{
+    kill(SIGSTOP);
+    const std::string tasks = "/proc/" + std::to_string(pid_) + "/task";
+    for (int attempt = 0; attempt < 5000; ++attempt) {
+        bool all_stopped = true;
+        DIR *d = opendir(tasks.c_str());
+        if (d == nullptr) {
+            return false;
+        }
+        for (dirent *e; (e = readdir(d)) != nullptr;) {
+            if (e->d_name[0] == '.') {
+                continue;
+            }
+            char buf[512] = {};
+            const std::string stat = tasks + "/" + e->d_name + "/stat";
+            const int fd = open(stat.c_str(), O_RDONLY);
+            const ssize_t n = (fd >= 0) ? read(fd, buf, sizeof(buf) - 1) : -1;
+            if (fd >= 0) {
+                close(fd);
+            }
+            const char *paren = (n > 0) ? strrchr(buf, ')') : nullptr;
+            if ((paren == nullptr) || (paren[1] != ' ') || (paren[2] != 'T')) {
+                all_stopped = false;
+            }
+        }
+        closedir(d);
+        if (all_stopped) {
+            return true;
+        }
+        usleep(1000);
+    }
+    return false;
+}
+
+int PeerProcess::wait(int timeout_ms)
+{
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(timeout_ms);
+    while (pid_ > 0) {
+        int status;
+        const pid_t r = waitpid(pid_, &status, WNOHANG);
+        if (r == pid_) {
+            pid_ = -1;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+        }
+        if (std::chrono::steady_clock::now() > deadline) {
+            return -1000;
+        }
+        usleep(1000);
+    }
+    return -1000;
+}
+
+std::vector<std::string> split(const std::string &line)
+{
+    std::istringstream in(line);
+    std::vector<std::string> words;
+    for (std::string w; in >> w;) {
+        words.push_back(w);
+    }
+    return words;
+}
+
+bool read_counters(const std::string &group, pid_t pid,
+                   pxn::abi::ProcessCounters *counters)
+{
+    const std::string dir = "/dev/shm/ucx-pxn-" + std::to_string(geteuid()) +
+                            "-" + group;
+    const std::string prefix = "p" + std::to_string(pid) + "-";
+    DIR *d = opendir(dir.c_str());
+    if (d == nullptr) {
+        return false;
+    }
+    std::string path;
+    for (dirent *e; (e = readdir(d)) != nullptr;) {
+        const std::string name = e->d_name;
+        if ((name.rfind(prefix, 0) == 0) && (name.size() > 4) &&
+            (name.compare(name.size() - 4, 4, ".ctl") == 0)) {
+            path = dir + "/" + name;
+        }
+    }
+    closedir(d);
+    const int fd = path.empty() ? -1 : open(path.c_str(), O_RDONLY);
+    if (fd < 0) {
+        return false;
+    }
+    void *map = mmap(nullptr, pxn::abi::kLaneOffset, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        return false;
+    }
+    memcpy(counters, static_cast<uint8_t*>(map) + pxn::abi::kCountersOffset,
+           sizeof(*counters));
+    munmap(map, pxn::abi::kLaneOffset);
+    return true;
+}
+
+} // namespace pxn_test

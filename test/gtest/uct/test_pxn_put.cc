@@ -1,0 +1,464 @@
+/*
+ * Cross-rail puts and gets through a real relay process, at the UCT level:
+ * every process is a ucx_pxn_peer (fork+exec), every byte is verified
+ * against a pattern, canaries around target buffers stay intact.
+ *
+ * tcp runs over the emulated rail-only topology (contrib/topology.sh, 2
+ * nodes x 8 rails, prefix "pxnt"); cma needs no topology: processes tell
+ * their rails apart by UCX_PXN_RAIL_MAP.
+ */
+#include "peer_process.h"
+
+#include "../common/test_helpers.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+using pxn_test::PeerProcess;
+using pxn_test::split;
+
+namespace {
+
+constexpr const char *kPrefix = "pxnt";
+constexpr size_t      kSlot   = 65536;   /* UCX_PXN_SLOT_SIZE in these tests */
+constexpr size_t      kSlots  = 4;       /* UCX_PXN_SLOTS */
+
+std::string topology_script()
+{
+    return std::string(PXN_SOURCE_DIR) + "/contrib/topology.sh";
+}
+
+struct Target {
+    std::string dev, iface, addr, rkey;
+};
+
+class PxnTransfer : public ::testing::Test {
+protected:
+    static void SetUpTestSuite()
+    {
+        if (geteuid() != 0) {
+            return;
+        }
+        auto r = pxn_test::run_program({"/bin/bash", topology_script(), "up",
+                                        "--nodes", "2", "--rails", "8",
+                                        "--prefix", kPrefix});
+        topology_ok_ = (r.exit_code == 0);
+        topology_log_ = r.output;
+    }
+
+    static void TearDownTestSuite()
+    {
+        if (geteuid() == 0) {
+            pxn_test::run_program({"/bin/bash", topology_script(), "down",
+                                   "--prefix", kPrefix});
+        }
+    }
+
+    void SetUp() override
+    {
+        if (geteuid() != 0) {
+            GTEST_SKIP() << "needs root: the rail topology uses network namespaces";
+        }
+        ASSERT_TRUE(topology_ok_) << topology_log_;
+        const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
+        group_ = std::string("t") +
+                 std::to_string(std::hash<std::string>()(info->name()) % 100000);
+    }
+
+    void TearDown() override
+    {
+        peers_.clear();
+        for (int node = 0; node < 2; ++node) {
+            pxn_test::run_program({"/bin/rm", "-rf", "/dev/shm/ucx-pxn-" +
+                                   std::to_string(geteuid()) + "-" + group(node)});
+        }
+    }
+
+    std::string group(int node) const
+    {
+        return group_ + "-node" + std::to_string(node);
+    }
+
+    /* A pxn process in slot (node, rail) of the topology, inner tcp. */
+    PeerProcess *tcp_peer(int node, int rail, std::vector<std::string> env = {})
+    {
+        env.insert(env.begin(),
+                   {"UCX_PXN_NODE_ID=node" + std::to_string(node),
+                    "UCX_PXN_GROUP=" + group(node),
+                    "UCX_PXN_HOME_DEVICE=rail" + std::to_string(rail),
+                    "UCX_PXN_NET_TLS=tcp",
+                    "UCX_PXN_SLOT_SIZE=" + std::to_string(kSlot),
+                    "UCX_PXN_SLOTS=" + std::to_string(kSlots),
+                    "UCX_PXN_HEARTBEAT_TIMEOUT=1s"});
+        const std::string ns = std::string(kPrefix) + "-n" + std::to_string(node) +
+                               "r" + std::to_string(rail);
+        return start(ns, env, "pxn_tcp", "front");
+    }
+
+    /* A pxn process over cma on this host, on rail `rail` of node `node`. */
+    PeerProcess *cma_peer(int node, const std::string &rail)
+    {
+        return start("", {"UCX_PXN_NODE_ID=node" + std::to_string(node),
+                          "UCX_PXN_GROUP=" + group(node), "UCX_PXN_NET_TLS=cma",
+                          "UCX_PXN_RAIL_MAP=memory:" + rail,
+                          "UCX_PXN_SLOT_SIZE=" + std::to_string(kSlot),
+                          "UCX_PXN_SLOTS=" + std::to_string(kSlots),
+                          "UCX_PXN_HEARTBEAT_TIMEOUT=1s"},
+                     "pxn_cma", "memory");
+    }
+
+    PeerProcess *start(const std::string &ns, const std::vector<std::string> &env,
+                       const std::string &md, const std::string &dev)
+    {
+        peers_.emplace_back(new PeerProcess());
+        std::string error;
+        if (!peers_.back()->start(ns, env, md, "pxn", dev, &error)) {
+            ADD_FAILURE() << error;
+            return nullptr;
+        }
+        return peers_.back().get();
+    }
+
+    Target target_buffer(PeerProcess *peer, size_t size)
+    {
+        Target t;
+        auto info  = split(peer->call("info"));
+        auto alloc = split(peer->call("alloc " + std::to_string(size)));
+        EXPECT_EQ(4u, info.size());
+        EXPECT_EQ(3u, alloc.size());
+        if ((info.size() == 4) && (alloc.size() == 3)) {
+            t = {info[1], info[2], alloc[1], alloc[2]};
+        }
+        return t;
+    }
+
+    void source_buffer(PeerProcess *peer, size_t size, int seed)
+    {
+        EXPECT_EQ("alloc", split(peer->call("alloc " + std::to_string(size)))[0]);
+        EXPECT_EQ("ok", peer->call("fill " + std::to_string(seed)));
+    }
+
+    /* "done <status> <ns> <ops>" -> status */
+    static std::string status_of(const std::string &done)
+    {
+        auto words = split(done);
+        return ((words.size() == 4) && (words[0] == "done")) ? words[1] : done;
+    }
+
+    std::string put(PeerProcess *sender, const Target &t, size_t bytes,
+                    size_t chunk, size_t offset = 0,
+                    const std::string &kind = "zcopy")
+    {
+        return status_of(sender->call("put " + kind + " " + t.addr + " " + t.rkey +
+                                      " " + std::to_string(bytes) + " " +
+                                      std::to_string(chunk) + " " +
+                                      std::to_string(offset)));
+    }
+
+    pxn::abi::ProcessCounters counters(int node, PeerProcess *peer)
+    {
+        pxn::abi::ProcessCounters c = {};
+        EXPECT_TRUE(pxn_test::read_counters(group(node), peer->pid(), &c));
+        return c;
+    }
+
+    void expect_healthy(int relay_node, PeerProcess *relay, size_t bytes)
+    {
+        const auto c = counters(relay_node, relay);
+        EXPECT_GE(c.relay.bytes, bytes);
+        EXPECT_EQ(0u, c.relay.rejected);
+        EXPECT_EQ(0u, c.relay.failed_pieces);
+        EXPECT_EQ(0u, c.sender.fallback_bytes);
+    }
+
+    static bool        topology_ok_;
+    static std::string topology_log_;
+    std::string        group_;
+    std::vector<std::unique_ptr<PeerProcess>> peers_;
+};
+
+bool        PxnTransfer::topology_ok_ = false;
+std::string PxnTransfer::topology_log_;
+
+TEST_F(PxnTransfer, SameRailAndSameNodePeersAreNotReachable)
+{
+    PeerProcess *relay  = tcp_peer(0, 1);
+    PeerProcess *sender = tcp_peer(0, 0);
+    PeerProcess *same_rail = tcp_peer(1, 0);
+    PeerProcess *cross     = tcp_peer(1, 1);
+    ASSERT_TRUE(relay && sender && same_rail && cross);
+
+    auto addr = [](PeerProcess *p) {
+        auto info = split(p->call("info"));
+        return info[1] + " " + info[2];
+    };
+    EXPECT_EQ("0", sender->call("reachable " + addr(same_rail)));
+    EXPECT_EQ("0", sender->call("reachable " + addr(relay)));
+    EXPECT_EQ("1", sender->call("reachable " + addr(cross)));
+}
+
+TEST_F(PxnTransfer, CrossRail10KiBGoesThroughTheRelay)
+{
+    PeerProcess *relay  = tcp_peer(0, 1);
+    PeerProcess *target = tcp_peer(1, 1);
+    PeerProcess *sender = tcp_peer(0, 0);
+    ASSERT_TRUE(relay && target && sender);
+
+    const size_t size = 10240;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 7);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, size, size));
+    EXPECT_EQ("ok", target->call("check 7 0 " + std::to_string(size)));
+    expect_healthy(0, relay, size);
+    EXPECT_EQ(size, counters(0, sender).sender.bytes);
+}
+
+TEST_F(PxnTransfer, EpToEpModelConnectsThroughRelayEps)
+{
+    const std::vector<std::string> ep_model = {"UCX_PXN_NET_CONNECT=ep"};
+    PeerProcess *relay  = tcp_peer(0, 1, ep_model);
+    PeerProcess *target = tcp_peer(1, 1, ep_model);
+    PeerProcess *sender = tcp_peer(0, 0, ep_model);
+    ASSERT_TRUE(relay && target && sender);
+
+    const size_t size = 3 * kSlot + 123;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 9);
+    EXPECT_EQ("1", split(sender->call("info"))[3]) << "not the ep-to-ep model";
+    auto sender_ep = split(sender->call("ep_addr"));
+    auto target_ep = split(target->call("ep_addr"));
+    ASSERT_EQ(2u, sender_ep.size());
+    ASSERT_EQ(2u, target_ep.size());
+    const std::string sender_dev = split(sender->call("info"))[1];
+    ASSERT_EQ("ok", sender->call("connect_ep " + t.dev + " " + target_ep[1]));
+    ASSERT_EQ("ok", target->call("connect_ep " + sender_dev + " " + sender_ep[1]));
+    EXPECT_EQ("Success", put(sender, t, size, 10000));
+    EXPECT_EQ("ok", target->call("check 9 0 " + std::to_string(size)));
+    expect_healthy(0, relay, size);
+}
+
+TEST_F(PxnTransfer, PiecesAroundTheSlotSizeArriveIntact)
+{
+    PeerProcess *relay  = tcp_peer(0, 1);
+    PeerProcess *target = tcp_peer(1, 1);
+    PeerProcess *sender = tcp_peer(0, 0);
+    ASSERT_TRUE(relay && target && sender);
+
+    const size_t size = 4 * kSlot;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 3);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    size_t offset = 0;
+    for (size_t bytes : {kSlot - 1, kSlot, kSlot + 1}) {
+        EXPECT_EQ("Success", put(sender, t, bytes, bytes, offset)) << bytes;
+        EXPECT_EQ("ok", target->call("check 3 " + std::to_string(offset) + " " +
+                                     std::to_string(bytes))) << bytes;
+        offset += bytes;
+    }
+    expect_healthy(0, relay, 3 * kSlot);
+}
+
+TEST_F(PxnTransfer, ShortAndBcopyPutsAreStagedAtOnce)
+{
+    PeerProcess *relay  = tcp_peer(0, 1);
+    PeerProcess *target = tcp_peer(1, 1);
+    PeerProcess *sender = tcp_peer(0, 0);
+    ASSERT_TRUE(relay && target && sender);
+
+    const size_t size = 200000;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 5);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, 100000, 1000, 0, "short"));
+    EXPECT_EQ("Success", put(sender, t, 100000, 30000, 100000, "bcopy"));
+    EXPECT_EQ("ok", target->call("check 5 0 " + std::to_string(size)));
+    expect_healthy(0, relay, size);
+}
+
+TEST_F(PxnTransfer, FullRingMakesThePieceAfterKWaitForSlotZero)
+{
+    const std::vector<std::string> slow = {"UCX_PXN_HEARTBEAT_TIMEOUT=10s",
+                                           "UCX_PXN_CREDIT_TIMEOUT=20s"};
+    PeerProcess *relay  = tcp_peer(0, 1, slow);
+    PeerProcess *target = tcp_peer(1, 1, slow);
+    PeerProcess *sender = tcp_peer(0, 0, slow);
+    ASSERT_TRUE(relay && target && sender);
+
+    const size_t size = (kSlots + 1) * kSlot;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 11);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+
+    ASSERT_TRUE(relay->stop());
+    ASSERT_TRUE(sender->send("put zcopy " + t.addr + " " + t.rkey + " " +
+                             std::to_string(size) + " " + std::to_string(size) +
+                             " 0"));
+    /* K pieces fill the ring; the K+1-th has no credit while nothing is
+     * reaped. */
+    for (int i = 0; (i < 200) && (counters(0, sender).sender.pieces < kSlots); ++i) {
+        usleep(10000);
+    }
+    usleep(300000);
+    EXPECT_EQ(kSlots, counters(0, sender).sender.pieces);
+    EXPECT_GE(counters(0, sender).sender.credit_stalls, 1u);
+    EXPECT_EQ("", sender->receive(10)) << "completed without the relay";
+
+    relay->kill(SIGCONT);
+    EXPECT_EQ("Success", status_of(sender->receive(20000)));
+    EXPECT_EQ(kSlots + 1, counters(0, sender).sender.pieces);
+    EXPECT_EQ(kSlots + 1, counters(0, relay).relay.pieces);
+    EXPECT_EQ("ok", target->call("check 11 0 " + std::to_string(size)));
+}
+
+TEST_F(PxnTransfer, SixtyFourSlotsOfDataTakeManyRingRounds)
+{
+    PeerProcess *relay  = tcp_peer(0, 1);
+    PeerProcess *target = tcp_peer(1, 1);
+    PeerProcess *sender = tcp_peer(0, 0);
+    ASSERT_TRUE(relay && target && sender);
+
+    const size_t size = 64 * kSlot + 777;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 13);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, size, 100003));
+    EXPECT_EQ("ok", target->call("check 13 0 " + std::to_string(size)));
+    expect_healthy(0, relay, size);
+    EXPECT_GE(counters(0, relay).relay.pieces, 65u);
+}
+
+TEST_F(PxnTransfer, SevenSendersShareOneRelay)
+{
+    PeerProcess *relay  = tcp_peer(0, 7);
+    PeerProcess *target = tcp_peer(1, 7);
+    ASSERT_TRUE(relay && target);
+    const size_t part = 1 << 20, size = 7 * part;
+    Target t = target_buffer(target, size);
+
+    std::vector<PeerProcess*> senders;
+    for (int rail = 0; rail < 7; ++rail) {
+        senders.push_back(tcp_peer(0, rail));
+        ASSERT_NE(nullptr, senders.back());
+        source_buffer(senders.back(), size, 17);
+        ASSERT_EQ("ok", senders.back()->call("connect " + t.dev + " " + t.iface));
+    }
+    for (int i = 0; i < 7; ++i) {
+        ASSERT_TRUE(senders[i]->send("put zcopy " + t.addr + " " + t.rkey + " " +
+                                     std::to_string(part) + " 65536 " +
+                                     std::to_string(i * part)));
+    }
+    for (int i = 0; i < 7; ++i) {
+        EXPECT_EQ("Success", status_of(senders[i]->receive(30000))) << i;
+    }
+    EXPECT_EQ("ok", target->call("check 17 0 " + std::to_string(size)));
+    expect_healthy(0, relay, size);
+    EXPECT_EQ(7u, counters(0, relay).relay.lane_resets);
+}
+
+TEST_F(PxnTransfer, RelayKilledMidTransferFailsTheOutstandingOperations)
+{
+    PeerProcess *relay  = tcp_peer(0, 1);
+    PeerProcess *target = tcp_peer(1, 1);
+    PeerProcess *sender = tcp_peer(0, 0);
+    ASSERT_TRUE(relay && target && sender);
+
+    const size_t size = 256 << 20;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 19);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    ASSERT_TRUE(sender->send("put zcopy " + t.addr + " " + t.rkey + " " +
+                             std::to_string(size) + " 1048576 0"));
+    usleep(50000);
+    relay->kill(SIGKILL);
+    /* Heartbeat timeout 1 s: every outstanding operation ends in error. */
+    const auto start = std::chrono::steady_clock::now();
+    const std::string done = sender->receive(10000);
+    const double waited = std::chrono::duration<double>(
+            std::chrono::steady_clock::now() - start).count();
+    ASSERT_FALSE(done.empty()) << "sender hung";
+    EXPECT_NE("Success", status_of(done));
+    EXPECT_LT(waited, 5.0);
+    EXPECT_GE(counters(0, sender).sender.failed_ops, 1u);
+}
+
+TEST_F(PxnTransfer, LaneOfAKilledSenderIsClaimedAgain)
+{
+    const std::vector<std::string> one_lane = {"UCX_PXN_LANES=1"};
+    PeerProcess *relay  = tcp_peer(0, 1, one_lane);
+    PeerProcess *target = tcp_peer(1, 1, one_lane);
+    PeerProcess *first  = tcp_peer(0, 0, one_lane);
+    ASSERT_TRUE(relay && target && first);
+
+    const size_t size = 64 << 20;
+    Target t = target_buffer(target, size);
+    source_buffer(first, size, 23);
+    ASSERT_EQ("ok", first->call("connect " + t.dev + " " + t.iface));
+    ASSERT_TRUE(first->send("put zcopy " + t.addr + " " + t.rkey + " " +
+                            std::to_string(size) + " 1048576 0"));
+    usleep(30000);
+    first->kill(SIGKILL);
+    first->wait(5000);
+
+    /* The relay's only lane belonged to the dead sender. */
+    PeerProcess *second = tcp_peer(0, 2, one_lane);
+    ASSERT_NE(nullptr, second);
+    source_buffer(second, size, 29);
+    ASSERT_EQ("ok", second->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(second, t, 1 << 20, 65536));
+    EXPECT_EQ("ok", target->call("check 29 0 1048576"));
+}
+
+TEST_F(PxnTransfer, RestartedRelayCarriesNewPieces)
+{
+    PeerProcess *relay  = tcp_peer(0, 1);
+    PeerProcess *target = tcp_peer(1, 1);
+    PeerProcess *sender = tcp_peer(0, 0);
+    ASSERT_TRUE(relay && target && sender);
+
+    const size_t size = 2 << 20;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 31);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, size / 2, 65536));
+
+    relay->kill(SIGKILL);
+    relay->wait(5000);
+    PeerProcess *restarted = tcp_peer(0, 1);
+    ASSERT_NE(nullptr, restarted);
+    usleep(1200000); /* the old relay's heartbeat goes stale */
+    EXPECT_EQ("Success", put(sender, t, size / 2, 65536, size / 2));
+    EXPECT_EQ("ok", target->call("check 31 0 " + std::to_string(size)));
+    EXPECT_GE(counters(0, restarted).relay.bytes, size / 2);
+}
+
+TEST_F(PxnTransfer, CmaRelayPutsAndGets)
+{
+    PeerProcess *relay  = cma_peer(0, "railB");
+    PeerProcess *target = cma_peer(1, "railB");
+    PeerProcess *sender = cma_peer(0, "railA");
+    ASSERT_TRUE(relay && target && sender);
+
+    const size_t size = 3 * kSlot + 5;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 37);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, size, 50000));
+    EXPECT_EQ("ok", target->call("check 37 0 " + std::to_string(size)));
+
+    /* GET: the target's bytes come back into a zeroed sender buffer. */
+    EXPECT_EQ("ok", target->call("fill 41"));
+    EXPECT_EQ("alloc", split(sender->call("alloc " + std::to_string(size)))[0]);
+    EXPECT_EQ("Success", status_of(sender->call(
+            "get " + t.addr + " " + t.rkey + " " + std::to_string(size) +
+            " 70000 0")));
+    EXPECT_EQ("ok", sender->call("check 41 0 " + std::to_string(size)));
+    expect_healthy(0, relay, 2 * size);
+}
+
+} // namespace
