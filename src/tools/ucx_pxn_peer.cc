@@ -23,6 +23,9 @@
  *                                 -> done <status> <ns> <ops>
  *   counters                      -> counters <name>=<value> ...   (pxn)
  *   progress <ms>                 -> ok
+ *   serve                         progresses until the next line, which
+ *                                 must be "stop"   -> ok
+ *         (a target of a plain inner transport such as tcp needs this)
  *   quit
  */
 #include <ucs/pxn/abi.h>
@@ -35,6 +38,8 @@
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -63,6 +68,18 @@ struct Peer {
 
     uint8_t *buffer() { return memory.data() + kCanary; }
 };
+
+/* PXN_PEER_YIELD=1: give the CPU away whenever progress finds nothing to
+ * do (a polite application; on small machines the relay and the target
+ * then get the cores that a spinning sender would take). */
+bool g_yield = false;
+
+void progress(Peer &p)
+{
+    if ((uct_worker_progress(p.worker) == 0) && g_yield) {
+        sched_yield();
+    }
+}
 
 std::string hex(const void *data, size_t length)
 {
@@ -282,7 +299,7 @@ std::string cmd_move(Peer &p, const std::string &kind, uint64_t raddr,
             if (status != UCS_ERR_NO_RESOURCE) {
                 break;
             }
-            uct_worker_progress(p.worker);
+            progress(p);
         }
         expected += (status == UCS_INPROGRESS);
     }
@@ -292,16 +309,16 @@ std::string cmd_move(Peer &p, const std::string &kind, uint64_t raddr,
     flush.func = [](uct_completion_t *c) { c->count = -1; };
     do {
         status = uct_ep_flush(p.ep, 0, &flush);
-        uct_worker_progress(p.worker);
+        progress(p);
     } while (status == UCS_ERR_NO_RESOURCE);
     if (status == UCS_INPROGRESS) {
         while (flush.count != -1) {
-            uct_worker_progress(p.worker);
+            progress(p);
         }
         status = flush.status;
     }
     while (done < expected) {
-        uct_worker_progress(p.worker);
+        progress(p);
     }
     for (size_t i = 0; i < ops; ++i) {
         if ((first_error == UCS_OK) && (comps[i].comp.status != UCS_OK)) {
@@ -369,6 +386,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: ucx_pxn_peer <md name> <tl name> <device>\n");
         return 2;
     }
+    g_yield = (getenv("PXN_PEER_YIELD") != nullptr) &&
+              (strcmp(getenv("PXN_PEER_YIELD"), "1") == 0);
     Peer p;
     if (open_peer(p, argv[1], argv[2], argv[3]) != 0) {
         return 1;
@@ -458,6 +477,16 @@ int main(int argc, char **argv)
             }
         } else if (cmd == "counters") {
             reply = cmd_counters();
+        } else if (cmd == "serve") {
+            pollfd pfd{0, POLLIN, 0};
+            for (unsigned i = 0;; ++i) {
+                uct_worker_progress(p.worker);
+                if (((i % 256) == 0) && (poll(&pfd, 1, 0) > 0)) {
+                    break;
+                }
+            }
+            std::getline(std::cin, line);
+            reply = (line == "stop") ? "ok" : "err expected stop";
         } else if (cmd == "progress") {
             int ms;
             in >> ms;

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -60,6 +61,9 @@ void Engine::loop()
             continue;
         }
         if (++idle < options_.spin_rounds) {
+            /* Stay responsive without starving others on a busy machine
+             * (the target's receive, the application's own threads). */
+            sched_yield();
             continue;
         }
         idle = 0;
