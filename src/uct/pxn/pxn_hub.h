@@ -17,7 +17,7 @@
 #ifndef PXN_UCT_PXN_HUB_H_
 #define PXN_UCT_PXN_HUB_H_
 
-#include "pxn_engine.h"
+#include <ucs/pxn/engine.h>
 #include "pxn_net.h"
 #include "pxn_relay.h"
 #include "pxn_sender.h"

@@ -1,4 +1,4 @@
-#include "pxn_engine.h"
+#include "engine.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 namespace pxn {
-namespace uct {
 
 ucs_status_t Engine::start(EngineClient *client, const Options &options)
 {
@@ -83,5 +82,4 @@ void Engine::loop()
     }
 }
 
-} // namespace uct
 } // namespace pxn

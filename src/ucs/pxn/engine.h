@@ -13,8 +13,8 @@
  * senders and re-check for work, see wakeup.h), the thread blocks in poll()
  * on the given fds for at most `sleep_ms` and calls woke() afterwards.
  */
-#ifndef PXN_UCT_PXN_ENGINE_H_
-#define PXN_UCT_PXN_ENGINE_H_
+#ifndef PXN_ENGINE_H_
+#define PXN_ENGINE_H_
 
 #include <ucs/type/status.h>
 
@@ -23,7 +23,6 @@
 #include <vector>
 
 namespace pxn {
-namespace uct {
 
 class EngineClient {
 public:
@@ -65,7 +64,6 @@ private:
     std::thread       thread_;
 };
 
-} // namespace uct
 } // namespace pxn
 
 #endif
