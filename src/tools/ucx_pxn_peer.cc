@@ -71,13 +71,18 @@ struct Peer {
 
 /* PXN_PEER_YIELD=1: give the CPU away whenever progress finds nothing to
  * do (a polite application; on small machines the relay and the target
- * then get the cores that a spinning sender would take). */
-bool g_yield = false;
+ * then get the cores that a spinning sender would take); 2: sleep 20 us
+ * instead. 0 (default): spin. */
+int g_yield = 0;
 
 void progress(Peer &p)
 {
-    if ((uct_worker_progress(p.worker) == 0) && g_yield) {
-        sched_yield();
+    if ((uct_worker_progress(p.worker) == 0) && (g_yield != 0)) {
+        if (g_yield == 1) {
+            sched_yield();
+        } else {
+            usleep(20);
+        }
     }
 }
 
@@ -386,8 +391,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: ucx_pxn_peer <md name> <tl name> <device>\n");
         return 2;
     }
-    g_yield = (getenv("PXN_PEER_YIELD") != nullptr) &&
-              (strcmp(getenv("PXN_PEER_YIELD"), "1") == 0);
+    g_yield = (getenv("PXN_PEER_YIELD") != nullptr) ?
+              atoi(getenv("PXN_PEER_YIELD")) : 0;
     Peer p;
     if (open_peer(p, argv[1], argv[2], argv[3]) != 0) {
         return 1;
@@ -480,7 +485,7 @@ int main(int argc, char **argv)
         } else if (cmd == "serve") {
             pollfd pfd{0, POLLIN, 0};
             for (unsigned i = 0;; ++i) {
-                uct_worker_progress(p.worker);
+                progress(p);
                 if (((i % 256) == 0) && (poll(&pfd, 1, 0) > 0)) {
                     break;
                 }

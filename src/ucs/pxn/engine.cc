@@ -74,11 +74,16 @@ void Engine::loop()
         for (int fd : client_->wait_fds()) {
             fds.push_back({fd, POLLIN, 0});
         }
-        if ((poll(fds.data(), fds.size(), options_.sleep_ms) < 0) &&
-            (errno != EINTR)) {
+        const int ready = poll(fds.data(), fds.size(), options_.sleep_ms);
+        if ((ready < 0) && (errno != EINTR)) {
             ucs_warn("pxn: engine poll failed: %m");
         }
         client_->woke();
+        if (ready == 0) {
+            /* A periodic wakeup (heartbeat): one round of work, then back
+             * to sleep without spinning, so an idle relay costs nothing. */
+            idle = options_.spin_rounds - 1;
+        }
     }
 }
 

@@ -7,7 +7,7 @@
  * nodes x 8 rails, prefix "pxnt"); cma needs no topology: processes tell
  * their rails apart by UCX_PXN_RAIL_MAP.
  */
-#include "peer_process.h"
+#include <tools/peer_process.h>
 
 #include "../common/test_helpers.h"
 
@@ -19,8 +19,8 @@
 #include <thread>
 #include <unistd.h>
 
-using pxn_test::PeerProcess;
-using pxn_test::split;
+using pxn_tools::PeerProcess;
+using pxn_tools::split;
 
 namespace {
 
@@ -117,7 +117,8 @@ protected:
     {
         peers_.emplace_back(new PeerProcess());
         std::string error;
-        if (!peers_.back()->start(ns, env, md, "pxn", dev, &error)) {
+        if (!peers_.back()->start(pxn_test::build_dir() + "/src/tools/ucx_pxn_peer",
+                                  ns, env, md, "pxn", dev, &error)) {
             ADD_FAILURE() << error;
             return nullptr;
         }
@@ -163,7 +164,7 @@ protected:
     pxn::abi::ProcessCounters counters(int node, PeerProcess *peer)
     {
         pxn::abi::ProcessCounters c = {};
-        EXPECT_TRUE(pxn_test::read_counters(group(node), peer->pid(), &c));
+        EXPECT_TRUE(pxn_tools::read_counters(group(node), peer->pid(), &c));
         return c;
     }
 

@@ -1,7 +1,5 @@
 #include "peer_process.h"
 
-#include "../common/test_helpers.h"
-
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -15,12 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace pxn_test {
-
-std::string peer_binary()
-{
-    return build_dir() + "/src/tools/ucx_pxn_peer";
-}
+namespace pxn_tools {
 
 PeerProcess::~PeerProcess()
 {
@@ -36,7 +29,7 @@ PeerProcess::~PeerProcess()
     }
 }
 
-bool PeerProcess::start(const std::string &netns,
+bool PeerProcess::start(const std::string &binary, const std::string &netns,
                         const std::vector<std::string> &env,
                         const std::string &md, const std::string &tl,
                         const std::string &device, std::string *error)
@@ -53,7 +46,7 @@ bool PeerProcess::start(const std::string &netns,
             argv[0] = "/sbin/ip";
         }
     }
-    for (const auto &a : {peer_binary(), md, tl, device}) {
+    for (const auto &a : {binary, md, tl, device}) {
         argv.push_back(a);
     }
 
@@ -201,6 +194,42 @@ std::vector<std::string> split(const std::string &line)
     return words;
 }
 
+double process_cpu_seconds(pid_t pid)
+{
+    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+    double ticks = 0;
+    DIR *d = opendir(tasks.c_str());
+    if (d == nullptr) {
+        return 0;
+    }
+    for (dirent *e; (e = readdir(d)) != nullptr;) {
+        if (e->d_name[0] == '.') {
+            continue;
+        }
+        char buf[1024] = {};
+        const std::string stat = tasks + "/" + e->d_name + "/stat";
+        const int fd = open(stat.c_str(), O_RDONLY);
+        const ssize_t n = (fd >= 0) ? read(fd, buf, sizeof(buf) - 1) : -1;
+        if (fd >= 0) {
+            close(fd);
+        }
+        const char *p = (n > 0) ? strrchr(buf, ')') : nullptr;
+        if (p == nullptr) {
+            continue;
+        }
+        /* Fields after the comm: state is field 3, utime 14, stime 15. */
+        std::istringstream in(p + 2);
+        std::string field;
+        for (int i = 3; (i <= 15) && (in >> field); ++i) {
+            if (i >= 14) {
+                ticks += std::stod(field);
+            }
+        }
+    }
+    closedir(d);
+    return ticks / sysconf(_SC_CLK_TCK);
+}
+
 bool read_counters(const std::string &group, pid_t pid,
                    pxn::abi::ProcessCounters *counters)
 {
@@ -235,4 +264,4 @@ bool read_counters(const std::string &group, pid_t pid,
     return true;
 }
 
-} // namespace pxn_test
+} // namespace pxn_tools

@@ -1,11 +1,12 @@
 /*
- * A ucx_pxn_peer process for multi-process tests: started with fork+exec
- * (never sharing UCX state with the test), optionally inside a network
- * namespace of the emulated topology, driven by lines over pipes. Every
- * wait is bounded; the destructor kills and reaps the process.
+ * A ucx_pxn_peer process, for the multi-process tests and the benchmark:
+ * started with fork+exec (never sharing UCX state with its parent),
+ * optionally inside a network namespace of the emulated topology, driven by
+ * lines over pipes. Every wait is bounded; the destructor kills and reaps
+ * the process.
  */
-#ifndef PXN_TEST_PEER_PROCESS_H_
-#define PXN_TEST_PEER_PROCESS_H_
+#ifndef PXN_TOOLS_PEER_PROCESS_H_
+#define PXN_TOOLS_PEER_PROCESS_H_
 
 #include <ucs/pxn/abi.h>
 
@@ -14,7 +15,7 @@
 #include <sys/types.h>
 #include <vector>
 
-namespace pxn_test {
+namespace pxn_tools {
 
 class PeerProcess {
 public:
@@ -23,9 +24,10 @@ public:
     PeerProcess(const PeerProcess&) = delete;
     PeerProcess &operator=(const PeerProcess&) = delete;
 
-    /* Starts `ucx_pxn_peer md tl device` with `env` added, in network
-     * namespace `netns` (empty: this one); waits for "ready". */
-    bool start(const std::string &netns, const std::vector<std::string> &env,
+    /* Starts `<binary> md tl device` with `env` added, in network namespace
+     * `netns` (empty: this one); waits for "ready". */
+    bool start(const std::string &binary, const std::string &netns,
+               const std::vector<std::string> &env,
                const std::string &md, const std::string &tl,
                const std::string &device, std::string *error);
 
@@ -57,9 +59,9 @@ std::vector<std::string> split(const std::string &line);
 bool read_counters(const std::string &group, pid_t pid,
                    pxn::abi::ProcessCounters *counters);
 
-/* Path of the peer binary. */
-std::string peer_binary();
+/* CPU time (user + system, all threads) of process `pid`, in seconds. */
+double process_cpu_seconds(pid_t pid);
 
-} // namespace pxn_test
+} // namespace pxn_tools
 
 #endif
