@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
-# The main job. Builds everything that is missing, then shows the pxn
-# transport as UCX sees it. (The cross-rail transfer over an emulated rail
-# topology replaces this once the relay exists.)
+# The main job: a cross-rail transfer through pxn on an emulated rail-only
+# topology (2 nodes x 2 rails in network namespaces), next to the same
+# transfer over the same-rail direct path, with the bytes the relay carried.
+#
+#   node 0 rail 0 --shm--> relay node 0 rail 1 --tcp over rail 1--> node 1 rail 1
+#   node 0 rail 0 --tcp over rail 0----------------------------------> node 1 rail 0
+#
+# Installs and builds whatever is missing first. Needs root (namespaces).
+# Extra arguments go to ucx_pxn_bench (e.g. --sizes 4K,1M,64M --reps 5).
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bash "$top/contrib/build.sh"
-ucx=$(sed -n 's/^UCX_PREFIX = //p' "${PXN_BUILD_DIR:-$top/build}/Makefile")
+build=${PXN_BUILD_DIR:-$top/build}
+if [ "$(id -u)" != 0 ]; then
+    echo "demo: run as root: the rail topology uses network namespaces" >&2
+    exit 2
+fi
 
-echo "== ucx_info -d (pxn)"
-"$ucx/bin/ucx_info" -d | awk '/Memory domain: pxn/{p=1} p&&/^# *Memory domain:/&&!/pxn/{p=0} p'
-echo "== UCX_PXN_* settings"
-"$ucx/bin/ucx_info" -c | grep '^UCX_PXN_'
+bash "$top/contrib/build.sh"
+bash "$top/contrib/topology.sh" up --nodes 2 --rails 2 >&2
+if [ $# -eq 0 ]; then
+    set -- --sizes 64K,1M,16M,64M --reps 3
+fi
+exec "$build/src/tools/ucx_pxn_bench" "$@"
