@@ -86,6 +86,31 @@ TEST(AbiLayout, ProcessHeader)
     EXPECT_FIELD(ProcessHeader, reserved1, 528, 48);
 }
 
+TEST(AbiLayout, CountersSitBetweenHeaderAndLanes)
+{
+    EXPECT_EQ(1024u, abi::kCountersOffset);
+    EXPECT_EQ(64u, sizeof(abi::RelayCounters));
+    EXPECT_EQ(64u, sizeof(abi::SenderCounters));
+    EXPECT_EQ(128u, sizeof(abi::ProcessCounters));
+    EXPECT_EQ(0u, offsetof(abi::ProcessCounters, relay));
+    EXPECT_EQ(64u, offsetof(abi::ProcessCounters, sender));
+    EXPECT_EQ(0u, offsetof(abi::RelayCounters, pieces));
+    EXPECT_EQ(8u, offsetof(abi::RelayCounters, bytes));
+    EXPECT_EQ(24u, offsetof(abi::RelayCounters, rejected));
+    EXPECT_EQ(56u, offsetof(abi::RelayCounters, inflight));
+    EXPECT_EQ(16u, offsetof(abi::SenderCounters, credit_stalls));
+    EXPECT_EQ(40u, offsetof(abi::SenderCounters, fallback_bytes));
+    EXPECT_EQ(48u, offsetof(abi::SenderCounters, lanes));
+    EXPECT_LE(sizeof(abi::ProcessHeader), abi::kCountersOffset);
+    EXPECT_LE(abi::kCountersOffset + sizeof(abi::ProcessCounters),
+              abi::kLaneOffset);
+
+    uint64_t counter = 41;
+    abi::bump(counter);
+    abi::bump(counter, 8);
+    EXPECT_EQ(50u, counter);
+}
+
 TEST(AbiLayout, LaneHeaderBlocks)
 {
     EXPECT_EQ(64u, sizeof(abi::LaneOwner));
