@@ -17,7 +17,7 @@
  *   ep_addr                       -> ep_addr <addr> | err     (to-ep)
  *   connect_ep <dev> <ep>         -> ok | err <status>
  *   put <short|bcopy|zcopy> <raddr> <rkey> <bytes> <chunk> <offset>
- *   get <raddr> <rkey> <bytes> <chunk> <offset>
+ *   get <zcopy|bcopy> <raddr> <rkey> <bytes> <chunk> <offset>
  *         moves [offset, offset+bytes) of the local buffer to/from raddr +
  *         offset, in operations of chunk bytes, then flushes:
  *                                 -> done <status> <ns> <ops>
@@ -263,6 +263,11 @@ struct PackArg {
     size_t         length;
 };
 
+void unpack_bytes(void *arg, const void *data, size_t length)
+{
+    memcpy(arg, data, length);
+}
+
 size_t pack_bytes(void *dest, void *arg)
 {
     auto *a = static_cast<PackArg*>(arg);
@@ -296,6 +301,10 @@ std::string cmd_move(Peer &p, const std::string &kind, uint64_t raddr,
                 status = (n >= 0) ? UCS_OK : static_cast<ucs_status_t>(n);
             } else if (kind == "zcopy") {
                 status = uct_ep_put_zcopy(p.ep, &iov, 1, raddr + off, rkey,
+                                          &comps[i].comp);
+            } else if (kind == "get_bcopy") {
+                status = uct_ep_get_bcopy(p.ep, unpack_bytes, p.buffer() + off,
+                                          len, raddr + off, rkey,
                                           &comps[i].comp);
             } else {
                 status = uct_ep_get_zcopy(p.ep, &iov, 1, raddr + off, rkey,
@@ -467,11 +476,12 @@ int main(int argc, char **argv)
             reply = (status == UCS_OK) ? "ok" :
                     std::string("err ") + ucs_status_string(status);
         } else if ((cmd == "put") || (cmd == "get")) {
-            std::string kind = "get", rkey;
+            std::string kind, rkey;
             uint64_t raddr;
             size_t bytes, chunk, offset;
-            if (cmd == "put") {
-                in >> kind;
+            in >> kind;
+            if (cmd == "get") {
+                kind = "get_" + kind;
             }
             in >> raddr >> rkey >> bytes >> chunk >> offset;
             if ((p.ep == nullptr) || (chunk == 0) || (offset + bytes > p.size)) {

@@ -184,6 +184,27 @@ ssize_t Ep::put_bcopy(uct_pack_callback_t pack, void *arg, uint64_t remote_addr,
     return static_cast<ssize_t>(packed);
 }
 
+ucs_status_t Ep::get_bcopy(uct_unpack_callback_t unpack, void *arg,
+                           size_t length, uint64_t remote_addr, uct_rkey_t rkey,
+                           uct_completion_t *comp)
+{
+    uint32_t index;
+    ucs_status_t status = ready();
+    if (status == UCS_OK) {
+        status = lane_rkey(rkey, &index);
+    }
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (length == 0) {
+        return UCS_OK;
+    }
+    status = lane_->get_now(this, route_, index, remote_addr, length, unpack,
+                            arg, comp);
+    issued_ += (status == UCS_INPROGRESS);
+    return status;
+}
+
 ucs_status_t Ep::zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
                        uint64_t remote_addr, uct_rkey_t rkey,
                        uct_completion_t *comp)
@@ -360,6 +381,13 @@ ucs_status_t uct_pxn_ep_put_zcopy(uct_ep_h ep, const uct_iov_t *iov,
 {
     return impl(ep)->zcopy(pxn::abi::kOpPut, iov, iovcnt, remote_addr, rkey,
                            comp);
+}
+
+ucs_status_t uct_pxn_ep_get_bcopy(uct_ep_h ep, uct_unpack_callback_t unpack,
+                                  void *arg, size_t length, uint64_t remote_addr,
+                                  uct_rkey_t rkey, uct_completion_t *comp) noexcept
+{
+    return impl(ep)->get_bcopy(unpack, arg, length, remote_addr, rkey, comp);
 }
 
 ucs_status_t uct_pxn_ep_get_zcopy(uct_ep_h ep, const uct_iov_t *iov,

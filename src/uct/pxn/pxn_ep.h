@@ -52,6 +52,9 @@ public:
                            uint64_t remote_addr, uct_rkey_t rkey);
     ssize_t      put_bcopy(uct_pack_callback_t pack, void *arg,
                            uint64_t remote_addr, uct_rkey_t rkey);
+    ucs_status_t get_bcopy(uct_unpack_callback_t unpack, void *arg,
+                           size_t length, uint64_t remote_addr,
+                           uct_rkey_t rkey, uct_completion_t *comp);
     ucs_status_t zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
                        uint64_t remote_addr, uct_rkey_t rkey,
                        uct_completion_t *comp);
@@ -117,6 +120,9 @@ ssize_t      uct_pxn_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack,
                                   uct_rkey_t rkey) noexcept;
 ucs_status_t uct_pxn_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                   size_t iovcnt, uint64_t remote_addr,
+                                  uct_rkey_t rkey, uct_completion_t *comp) noexcept;
+ucs_status_t uct_pxn_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack,
+                                  void *arg, size_t length, uint64_t remote_addr,
                                   uct_rkey_t rkey, uct_completion_t *comp) noexcept;
 ucs_status_t uct_pxn_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                   size_t iovcnt, uint64_t remote_addr,

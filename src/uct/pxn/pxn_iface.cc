@@ -70,7 +70,7 @@ static ucs_status_t uct_pxn_iface_query(uct_iface_h tl_iface,
                       (to_iface ? UCT_IFACE_FLAG_CONNECT_TO_IFACE :
                                   UCT_IFACE_FLAG_CONNECT_TO_EP);
     if (hub->net().has_get()) {
-        attr->cap.flags |= UCT_IFACE_FLAG_GET_ZCOPY;
+        attr->cap.flags |= UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_GET_BCOPY;
     }
     attr->cap.put.max_short       = hub->max_short();
     attr->cap.put.max_bcopy       = hub->max_bcopy();
@@ -80,6 +80,7 @@ static ucs_status_t uct_pxn_iface_query(uct_iface_h tl_iface,
     attr->cap.put.align_mtu       = 1;
     attr->cap.put.max_iov         = pxn::uct::SendRequest::kMaxIov;
     if (hub->net().has_get()) {
+        attr->cap.get.max_bcopy       = hub->max_bcopy();
         attr->cap.get.min_zcopy       = 0;
         attr->cap.get.max_zcopy       = 1ul << 30;
         attr->cap.get.opt_zcopy_align = 1;
@@ -242,6 +243,7 @@ static uct_iface_ops_t *uct_pxn_iface_ops()
         o.ep_put_short             = uct_pxn_ep_put_short;
         o.ep_put_bcopy             = uct_pxn_ep_put_bcopy;
         o.ep_put_zcopy             = uct_pxn_ep_put_zcopy;
+        o.ep_get_bcopy             = uct_pxn_ep_get_bcopy;
         o.ep_get_zcopy             = uct_pxn_ep_get_zcopy;
         o.ep_pending_add           = uct_pxn_ep_pending_add;
         o.ep_pending_purge         = uct_pxn_ep_pending_purge;

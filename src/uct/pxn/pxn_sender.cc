@@ -355,6 +355,44 @@ ucs_status_t SendLane::post(SendOwner *owner, abi::Op op, uint32_t route,
     return UCS_INPROGRESS;
 }
 
+ucs_status_t SendLane::get_now(SendOwner *owner, uint32_t route, uint32_t rkey,
+                               uint64_t remote_addr, size_t length,
+                               uct_unpack_callback_t unpack, void *arg,
+                               uct_completion_t *comp)
+{
+    if (!usable()) {
+        return UCS_ERR_UNREACHABLE;
+    }
+    if (!queue_.empty() || (length == 0) || (length > geometry_.slot_size) ||
+        (!piece_fits(abi::kOpGet, route, length) &&
+         !open_piece(abi::kOpGet, route))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    SendRequest *req = alloc_request();
+    if (req == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    *req             = SendRequest{};
+    req->comp        = comp;
+    req->owner       = owner;
+    req->op          = abi::kOpGet;
+    req->route       = route;
+    req->rkey_index  = rkey;
+    req->remote_addr = remote_addr;
+    req->staged      = true;
+    ++rkeys_[rkey].users;
+    add_to_piece(req, rkey);
+    records_[slot_of(open_seq_, geometry_.slots)].get_dest.push_back(
+            {0, length, unpack, arg});
+    plans_[nplans_++] = abi::Plan{remote_addr, static_cast<uint32_t>(length),
+                                  rkey};
+    open_len_ += length;
+    if ((open_len_ == geometry_.slot_size) || (nplans_ == geometry_.max_plan)) {
+        publish();
+    }
+    return UCS_INPROGRESS;
+}
+
 uint8_t *SendLane::slot_ptr(uint64_t seq) const
 {
     return arena_.data() + slot_offset(lane_index_, slot_of(seq, geometry_.slots),
@@ -430,7 +468,7 @@ uint64_t SendLane::append(SendRequest *req)
         if (req->op == abi::kOpPut) {
             memcpy(slot + open_len_, reinterpret_cast<const void*>(local), n);
         } else {
-            record.get_dest.push_back({local, n});
+            record.get_dest.push_back({local, n, nullptr, nullptr});
         }
         plans_[nplans_++] = abi::Plan{req->remote_addr + req->remote_offset,
                                       static_cast<uint32_t>(n),
@@ -548,7 +586,11 @@ unsigned SendLane::reap()
         if ((record.op == abi::kOpGet) && (status == UCS_OK)) {
             const uint8_t *src = slot_ptr(seq);
             for (const auto &dest : record.get_dest) {
-                memcpy(reinterpret_cast<void*>(dest.addr), src, dest.length);
+                if (dest.unpack != nullptr) {
+                    dest.unpack(dest.arg, src, dest.length);
+                } else {
+                    memcpy(reinterpret_cast<void*>(dest.addr), src, dest.length);
+                }
                 src += dest.length;
             }
         }

@@ -126,6 +126,14 @@ public:
                          uint64_t remote_addr, size_t max_length, Pack &&pack,
                          size_t *length);
 
+    /* get_bcopy: the whole reply lands in one piece; unpack(arg, data,
+     * length) runs when it is reaped, then comp completes. UCS_INPROGRESS,
+     * or UCS_ERR_NO_RESOURCE without ring credit. */
+    ucs_status_t get_now(SendOwner *owner, uint32_t route, uint32_t rkey,
+                         uint64_t remote_addr, size_t length,
+                         uct_unpack_callback_t unpack, void *arg,
+                         uct_completion_t *comp);
+
     /* Queued operation (zcopy): UCS_INPROGRESS, or UCS_ERR_NO_RESOURCE if
      * the queue is full. The iov stays valid until completion. */
     ucs_status_t post(SendOwner *owner, abi::Op op, uint32_t route,
@@ -146,7 +154,13 @@ private:
         uint64_t                  rkeys; /* bit i: uses rkey entry i */
         std::vector<SendRequest*> requests;
         /* GET: where the slot's bytes go, in slot order */
-        std::vector<SendRequest::Seg> get_dest;
+        struct GetDest {
+            uint64_t              addr;
+            uint64_t              length;
+            uct_unpack_callback_t unpack; /* get_bcopy; else memcpy to addr */
+            void                 *arg;
+        };
+        std::vector<GetDest> get_dest;
     };
 
     struct RkeySlot {

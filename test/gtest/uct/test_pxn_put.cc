@@ -456,10 +456,18 @@ TEST_F(PxnTransfer, CmaRelayPutsAndGets)
     EXPECT_EQ("ok", target->call("fill 41"));
     EXPECT_EQ("alloc", split(sender->call("alloc " + std::to_string(size)))[0]);
     EXPECT_EQ("Success", status_of(sender->call(
-            "get " + t.addr + " " + t.rkey + " " + std::to_string(size) +
+            "get zcopy " + t.addr + " " + t.rkey + " " + std::to_string(size) +
             " 70000 0")));
     EXPECT_EQ("ok", sender->call("check 41 0 " + std::to_string(size)));
-    expect_healthy(0, relay, 2 * size);
+
+    /* get_bcopy: each reply lands in one piece and is unpacked. */
+    EXPECT_EQ("ok", target->call("fill 43"));
+    EXPECT_EQ("alloc", split(sender->call("alloc " + std::to_string(size)))[0]);
+    EXPECT_EQ("Success", status_of(sender->call(
+            "get bcopy " + t.addr + " " + t.rkey + " " + std::to_string(size) +
+            " 30000 0")));
+    EXPECT_EQ("ok", sender->call("check 43 0 " + std::to_string(size)));
+    expect_healthy(0, relay, 3 * size);
 }
 
 } // namespace
