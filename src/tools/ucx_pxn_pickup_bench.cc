@@ -12,8 +12,9 @@
  * Results and the choice: docs/relay-engine.md.
  *
  *   ucx_pxn_pickup_bench [--design engine|async|both] [--repeat R]
- *       [--samples N] [--gap-us G] [--work-us W] [--wake-samples M]
- *       [--idle-s S] [--timer-s T] [--spin-rounds R (engine; default Engine's)]
+ *       [--samples N] [--gap-us G] [--burst B] [--work-us W]
+ *       [--wake-samples M] [--idle-s S] [--timer-s T]
+ *       [--spin-rounds R (engine; default: Engine::Options)]
  *
  * Processes: for every design and repeat the parent forks a relay and a
  * sender (before any thread or UCX context exists; libucs's constructor
@@ -30,7 +31,8 @@
  *
  * Phases, in order, per design:
  *   timer   no doorbells; a 2 ms UCS async timer runs: its jitter floor
- *   active  N doorbells G us apart: pickup latency while the relay is busy
+ *   active  N doorbells, in bursts of B (default 1) G us apart: pickup
+ *           latency while the relay is busy
  *   work    as active, with W us of relay work per doorbell and the timer
  *           running: interference with other async work
  *   wake    M doorbells 10-20 ms apart (random): wake latency from sleep
@@ -125,10 +127,18 @@ struct Area {
         timer_ns  = pickup_ns + doorbells;
         return true;
     }
-    ~Area() { if (shared != nullptr) munmap(shared, bytes); }
+    ~Area()
+    {
+        if (shared != nullptr) {
+            munmap(shared, bytes);
+        }
+    }
 };
 
-uint64_t load(const uint64_t &field) { return __atomic_load_n(&field, __ATOMIC_ACQUIRE); }
+uint64_t load(const uint64_t &field)
+{
+    return __atomic_load_n(&field, __ATOMIC_ACQUIRE);
+}
 
 /* The relay's side of the lane, the same for both designs. */
 class Consumer {
@@ -159,7 +169,10 @@ public:
         return count;
     }
 
-    void count_wakeup() { __atomic_add_fetch(&area_.shared->wakeups, 1, __ATOMIC_RELAXED); }
+    void count_wakeup()
+    {
+        __atomic_add_fetch(&area_.shared->wakeups, 1, __ATOMIC_RELAXED);
+    }
 
 private:
     const Area &area_;
@@ -231,13 +244,16 @@ void timer_cb(int /*id*/, ucs_event_set_types_t /*events*/, void *arg)
 }
 
 /* Parent -> child commands, one fixed-size record each; each command but
- * kQuit gets one uint64_t answer. A child answers 0 once when it is ready. */
-enum class Op : uint32_t { kTimerOn, kTimerOff, kCpu, kRing, kQuit };
+ * kQuit gets one uint64_t answer. A child answers 0 once when it is ready.
+ * Relay: kBegin (count 1: start the timer) and kEnd (stop it) of a phase
+ * answer the process CPU time. Sender: kRing answers the last doorbell. */
+enum class Op : uint32_t { kBegin, kEnd, kRing, kQuit };
 struct Command {
     Op       op;
-    uint32_t count;      /* kRing: doorbells */
-    uint32_t gap_min_us; /* kRing: gap before each, uniform in [min, max] */
-    uint32_t gap_max_us;
+    uint32_t count;      /* kRing: doorbells; kBegin: timer on */
+    uint32_t gap_min_us; /* kRing: gap before each burst, uniform in */
+    uint32_t gap_max_us; /*        [min, max] */
+    uint32_t burst;      /* kRing: doorbells rung back to back */
 };
 
 bool answer(int fd, uint64_t value)
@@ -281,7 +297,7 @@ public:
     bool finish()
     {
         int status = 0;
-        send({Op::kQuit, 0, 0, 0});
+        send({Op::kQuit, 0, 0, 0, 0});
         return (pid_ > 0) && (waitpid(pid_, &status, 0) == pid_) &&
                WIFEXITED(status) && (WEXITSTATUS(status) == 0);
     }
@@ -330,22 +346,20 @@ int relay_main(bool use_engine, const pxn::Engine::Options &engine_options,
     Command cmd;
     while ((read(in, &cmd, sizeof(cmd)) == ssize_t(sizeof(cmd))) &&
            (cmd.op != Op::kQuit)) {
-        uint64_t value = 0;
-        if (cmd.op == Op::kTimerOn) {
+        if ((cmd.op == Op::kBegin) && (cmd.count != 0)) {
             area.shared->timer_count = 0;
             /* One tick over: ucs_time_from_usec() truncates, and the async
              * thread truncates the time left to whole ms for epoll, so an
              * exact 2 ms can become a 1 ms wait plus a 1 ms spin (about half
              * the runs here, depending on the measured TSC frequency). */
-            value = ucs_async_add_timer(UCS_ASYNC_MODE_THREAD_SPINLOCK,
-                                        ucs_time_from_usec(kTimerPeriodUs) + 1,
-                                        timer_cb, &area, async, &timer_id);
-        } else if (cmd.op == Op::kTimerOff) {
-            value = ucs_async_remove_handler(timer_id, 1);
-        } else if (cmd.op == Op::kCpu) {
-            value = now_ns(CLOCK_PROCESS_CPUTIME_ID); /* all threads */
+            status = ucs_async_add_timer(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                         ucs_time_from_usec(kTimerPeriodUs) + 1,
+                                         timer_cb, &area, async, &timer_id);
+        } else if ((cmd.op == Op::kEnd) && (timer_id >= 0)) {
+            status   = ucs_async_remove_handler(timer_id, 1);
+            timer_id = -1;
         }
-        if (!answer(out, value)) {
+        if ((status != UCS_OK) || !answer(out, now_ns(CLOCK_PROCESS_CPUTIME_ID))) {
             break;
         }
     }
@@ -376,7 +390,9 @@ int sender_main(Area &area, int dir_fd, const char *fifo, int in, int out)
            (cmd.op == Op::kRing)) {
         std::uniform_int_distribution<uint32_t> gap_us(cmd.gap_min_us, cmd.gap_max_us);
         for (uint32_t i = 0; i < cmd.count; ++i) {
-            sleep_until(last + gap_us(random) * 1000ull);
+            if ((i % cmd.burst) == 0) {
+                sleep_until(last + gap_us(random) * 1000ull);
+            }
             const uint64_t seq = area.shared->doorbell + 1; /* sole writer */
             last                  = now_ns();
             area.ring_ns[seq - 1] = last;
@@ -395,8 +411,8 @@ int sender_main(Area &area, int dir_fd, const char *fifo, int in, int out)
 
 struct Options {
     bool     run_engine = true, run_async = true;
-    unsigned repeat = 1;
-    uint32_t samples = 50000, gap_us = 20, work_us = 10, wake_samples = 200;
+    uint32_t repeat = 1, samples = 50000, gap_us = 20, burst = 1, work_us = 10,
+             wake_samples = 200;
     double   idle_s = 5.0, timer_s = 2.0;
     pxn::Engine::Options engine; /* the defaults unless --spin-rounds */
 };
@@ -404,7 +420,7 @@ struct Options {
 struct Phase {
     const char *name;
     uint32_t    count; /* doorbells (0: wait `seconds` instead) */
-    uint32_t    gap_min_us, gap_max_us, work_us;
+    uint32_t    gap_min_us, gap_max_us, burst, work_us;
     double      seconds;
     bool        timer;
 };
@@ -440,22 +456,20 @@ void percentiles_us(std::vector<uint64_t> ns, double *out)
     }
 }
 
-bool run_phases(Child &relay, Child &sender, Area &area, const Phase &p,
+bool run_phase(Child &relay, Child &sender, Area &area, const Phase &p,
                 uint64_t &first, Row &row)
 {
     Shared &sh = *area.shared;
     __atomic_store_n(&sh.work_ns, p.work_us * 1000, __ATOMIC_RELAXED);
     uint64_t cpu0, cpu1, last = first;
-    if (p.timer && !relay.call({Op::kTimerOn, 0, 0, 0})) {
-        return false;
-    }
     const uint64_t wakeups0 = load(sh.wakeups), notify0 = load(sh.notify_ns);
-    const uint64_t t0       = now_ns();
-    if (!relay.call({Op::kCpu, 0, 0, 0}, &cpu0)) {
+    if (!relay.call({Op::kBegin, p.timer, 0, 0, 0}, &cpu0)) {
         return false;
     }
+    const uint64_t t0 = now_ns();
     if (p.count != 0) {
-        if (!sender.call({Op::kRing, p.count, p.gap_min_us, p.gap_max_us}, &last)) {
+        if (!sender.call({Op::kRing, p.count, p.gap_min_us, p.gap_max_us, p.burst},
+                         &last)) {
             return false;
         }
         const uint64_t deadline = now_ns() + kPickupTimeoutS * 1000000000ull;
@@ -466,15 +480,12 @@ bool run_phases(Child &relay, Child &sender, Area &area, const Phase &p,
     } else {
         usleep(useconds_t(p.seconds * 1e6));
     }
-    if (!relay.call({Op::kCpu, 0, 0, 0}, &cpu1)) {
+    if (!relay.call({Op::kEnd, 0, 0, 0, 0}, &cpu1)) {
         return false;
     }
     const double cpu_us = double(cpu1 - cpu0) / 1e3;
     row.col[kCpu]       = 100.0 * cpu_us * 1e3 / double(now_ns() - t0);
     if (p.timer) {
-        if (!relay.call({Op::kTimerOff, 0, 0, 0})) {
-            return false;
-        }
         std::vector<uint64_t> intervals;
         for (uint64_t i = 1; i < sh.timer_count; ++i) {
             intervals.push_back(area.timer_ns[i] - area.timer_ns[i - 1]);
@@ -487,10 +498,11 @@ bool run_phases(Child &relay, Child &sender, Area &area, const Phase &p,
     }
     if (p.count != 0) {
         row.samples = last - row.lost - first;
-        percentiles_us({area.pickup_ns + first, area.pickup_ns + first + row.samples},
+        percentiles_us(std::vector<uint64_t>(area.pickup_ns + first,
+                                             area.pickup_ns + first + row.samples),
                        &row.col[kP50]);
         row.col[kGap] = double(area.ring_ns[last - 1] - area.ring_ns[first]) / 1e3 /
-                        double(std::max<uint64_t>(p.count - 1, 1));
+                        double(p.count - 1);
         row.col[kNotify]      = double(load(sh.notify_ns) - notify0) / 1e3 / p.count;
         row.col[kCpuPerBell]  = cpu_us / p.count;
         row.col[kWakePerBell] = double(load(sh.wakeups) - wakeups0) / p.count;
@@ -512,7 +524,10 @@ bool run_design(bool use_engine, const Options &opt, const std::vector<Phase> &p
      * behind in /dev/shm whatever happens next. */
     char dir[] = "/dev/shm/ucx-pxn-pickup-XXXXXX";
     Area area;
-    if (!area.map(doorbells) || (mkdtemp(dir) == nullptr)) {
+    if (!area.map(doorbells)) {
+        return false;
+    }
+    if (mkdtemp(dir) == nullptr) {
         fprintf(stderr, "mkdtemp %s failed: %m\n", dir);
         return false;
     }
@@ -530,7 +545,7 @@ bool run_design(bool use_engine, const Options &opt, const std::vector<Phase> &p
     uint64_t first = 0;
     for (size_t i = 0; ok && (i < phases.size()); ++i) {
         rows.push_back({design, phases[i].name});
-        ok = run_phases(relay, sender, area, phases[i], first, rows.back());
+        ok = run_phase(relay, sender, area, phases[i], first, rows.back());
     }
     ok = sender.finish() && ok;
     ok = relay.finish() && ok;
@@ -562,51 +577,55 @@ std::vector<Row> medians(const std::vector<Row> &all, unsigned repeat)
     const size_t     per_run = all.size() / repeat;
     std::vector<Row> out(all.begin(), all.begin() + long(per_run));
     for (size_t i = 0; i < per_run; ++i) {
+        out[i].lost = 0;
+        for (unsigned r = 0; r < repeat; ++r) {
+            out[i].lost += all[r * per_run + i].lost;
+        }
         for (int c = 0; c < kCols; ++c) {
             std::vector<double> v;
             for (unsigned r = 0; r < repeat; ++r) {
                 v.push_back(all[r * per_run + i].col[c]);
-                out[i].lost += (c == 0) ? all[r * per_run + i].lost : 0;
             }
             std::sort(v.begin(), v.end());
-            out[i].col[c] = v[v.size() / 2];
+            out[i].col[c] = (v[(v.size() - 1) / 2] + v[v.size() / 2]) / 2;
         }
-        out[i].lost -= all[i].lost;
     }
     return out;
 }
 
 bool parse(int argc, char **argv, Options &opt)
 {
+    const struct { const char *key; uint32_t *number; double *real; } keys[] = {
+        {"--repeat", &opt.repeat, nullptr}, {"--samples", &opt.samples, nullptr},
+        {"--gap-us", &opt.gap_us, nullptr}, {"--burst", &opt.burst, nullptr},
+        {"--work-us", &opt.work_us, nullptr},
+        {"--wake-samples", &opt.wake_samples, nullptr},
+        {"--spin-rounds", &opt.engine.spin_rounds, nullptr},
+        {"--idle-s", nullptr, &opt.idle_s}, {"--timer-s", nullptr, &opt.timer_s}};
     for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string key = argv[i];
-        const char *value     = argv[i + 1];
-        const unsigned number = unsigned(strtoul(value, nullptr, 0));
-        if (key == "--design") {
+        const char *value = argv[i + 1];
+        bool        known = !strcmp(argv[i], "--design");
+        if (known) {
             opt.run_engine = !strcmp(value, "engine") || !strcmp(value, "both");
             opt.run_async  = !strcmp(value, "async") || !strcmp(value, "both");
-        } else if (key == "--repeat") {
-            opt.repeat = number;
-        } else if (key == "--samples") {
-            opt.samples = number;
-        } else if (key == "--gap-us") {
-            opt.gap_us = number;
-        } else if (key == "--work-us") {
-            opt.work_us = number;
-        } else if (key == "--wake-samples") {
-            opt.wake_samples = number;
-        } else if (key == "--spin-rounds") {
-            opt.engine.spin_rounds = number;
-        } else if (key == "--idle-s") {
-            opt.idle_s = atof(value);
-        } else if (key == "--timer-s") {
-            opt.timer_s = atof(value);
-        } else {
+        }
+        for (const auto &k : keys) {
+            if (!strcmp(argv[i], k.key)) {
+                known = true;
+                if (k.number != nullptr) {
+                    *k.number = uint32_t(strtoul(value, nullptr, 0));
+                } else {
+                    *k.real = atof(value);
+                }
+            }
+        }
+        if (!known) {
             return false;
         }
     }
     return ((argc % 2) == 1) && (opt.run_engine || opt.run_async) &&
-           (opt.repeat > 0) && (opt.samples > 1) && (opt.wake_samples > 1);
+           (opt.repeat > 0) && (opt.samples > 1) && (opt.wake_samples > 1) &&
+           (opt.burst > 0);
 }
 
 } // namespace
@@ -616,25 +635,26 @@ int main(int argc, char **argv)
     Options opt;
     if (!parse(argc, argv, opt)) {
         fprintf(stderr, "usage: %s [--design engine|async|both] [--repeat R] "
-                "[--samples N] [--gap-us G] [--work-us W] [--wake-samples M] "
-                "[--idle-s S] [--timer-s T] [--spin-rounds R]\n", argv[0]);
+                "[--samples N] [--gap-us G] [--burst B] [--work-us W] "
+                "[--wake-samples M] [--idle-s S] [--timer-s T] [--spin-rounds R]\n",
+                argv[0]);
         return 2;
     }
     /* A child that died must fail its command, not kill the parent. */
     signal(SIGPIPE, SIG_IGN);
 
     const std::vector<Phase> phases = {
-        {"timer", 0, 0, 0, 0, opt.timer_s, true},
-        {"active", opt.samples, opt.gap_us, opt.gap_us, 0, 0, false},
-        {"work", opt.samples, opt.gap_us, opt.gap_us, opt.work_us, 0, true},
-        {"wake", opt.wake_samples, kWakeGapMinUs, kWakeGapMaxUs, 0, 0, false},
-        {"idle", 0, 0, 0, 0, opt.idle_s, false},
+        {"timer", 0, 0, 0, 1, 0, opt.timer_s, true},
+        {"active", opt.samples, opt.gap_us, opt.gap_us, opt.burst, 0, 0, false},
+        {"work", opt.samples, opt.gap_us, opt.gap_us, opt.burst, opt.work_us, 0, true},
+        {"wake", opt.wake_samples, kWakeGapMinUs, kWakeGapMaxUs, 1, 0, 0, false},
+        {"idle", 0, 0, 0, 1, 0, opt.idle_s, false},
     };
-    printf("doorbells %u us apart (active, work), %u us of relay work per "
-           "doorbell (work), %u-%u us apart (wake); timer %u us; engine "
+    printf("bursts of %u doorbells %u us apart (active, work), %u us of relay "
+           "work per doorbell (work), %u-%u us apart (wake); timer %u us; engine "
            "spin_rounds %u sleep_ms %d\n%s",
-           opt.gap_us, opt.work_us, kWakeGapMinUs, kWakeGapMaxUs, kTimerPeriodUs,
-           opt.engine.spin_rounds, opt.engine.sleep_ms, kLegend);
+           opt.burst, opt.gap_us, opt.work_us, kWakeGapMinUs, kWakeGapMaxUs,
+           kTimerPeriodUs, opt.engine.spin_rounds, opt.engine.sleep_ms, kLegend);
 
     std::vector<Row> rows;
     bool ok = true;
@@ -651,8 +671,9 @@ int main(int argc, char **argv)
     }
     print_rows("every run:", rows);
     if (opt.repeat > 1) {
-        print_rows(("median of " + std::to_string(opt.repeat) + " runs, per column:").c_str(),
-                   medians(rows, opt.repeat));
+        const std::string title = "median of " + std::to_string(opt.repeat) +
+                                  " runs, per column:";
+        print_rows(title.c_str(), medians(rows, opt.repeat));
     }
     return 0;
 }
