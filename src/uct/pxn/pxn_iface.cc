@@ -93,13 +93,16 @@ static ucs_status_t uct_pxn_iface_query(uct_iface_h tl_iface,
                             0;
     attr->ep_addr_len     = to_iface ? 0 : pxn::kMaxEpAddress;
     attr->max_conn_priv   = 0;
-    /* The network hop is the inner transport's; staging adds a copy over
-     * shared memory and a relay pickup. */
+    /* The inner transport's own figures, and one more priority: pxn is only
+     * reachable for cross-rail peers, for which a transport that also
+     * claims reachability (rc through the spine, tcp over the frontend)
+     * reports the same figures but crosses the spine. Equal scores go to
+     * the higher priority, so UCP takes the rail-aligned path. The staging
+     * copy overlaps with the network hop. */
     attr->latency         = inner.latency;
-    attr->latency.c      += 5e-6;
     attr->bandwidth       = inner.bandwidth;
-    attr->overhead        = inner.overhead + 1e-6;
-    attr->priority        = inner.priority;
+    attr->overhead        = inner.overhead;
+    attr->priority        = inner.priority + 1;
     return UCS_OK;
 }
 

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <sys/mman.h>
 #include <thread>
+#include <unistd.h>
 
 namespace pxn {
 namespace uct {
@@ -116,6 +118,7 @@ ucs_status_t SendLane::open(Registry *registry, const PeerInfo &relay,
     if (status != UCS_OK) {
         return status;
     }
+    lane->populate_slots();
     lane->published_ = claim.initial_seq;
     lane->records_.resize(settings.geometry.slots);
     lane->plans_.resize(settings.geometry.max_plan);
@@ -125,6 +128,25 @@ ucs_status_t SendLane::open(Registry *registry, const PeerInfo &relay,
               claim.index, relay.identity.pid, relay.rail.c_str(), epoch);
     *lane_p = std::move(lane);
     return UCS_OK;
+}
+
+/* Faults in this lane's slots once, on the control path: a first touch of a
+ * tmpfs page in the data path costs ~25 ms per 8 MiB slot on a VM, which
+ * would stall the first round of the ring. The lane is ours and idle. */
+void SendLane::populate_slots()
+{
+    uint8_t *first     = arena_.data() + slot_offset(lane_index_, 0,
+                                                     geometry_.slots,
+                                                     geometry_.slot_size);
+    const size_t bytes = size_t(geometry_.slots) * geometry_.slot_size;
+    if (madvise(first, bytes, MADV_POPULATE_WRITE) == 0) {
+        return;
+    }
+    const size_t page = sysconf(_SC_PAGESIZE);
+    for (size_t offset = 0; offset < bytes; offset += page) {
+        volatile uint8_t *p = first + offset;
+        *p = *p; /* older kernels: touch every page */
+    }
 }
 
 bool SendLane::usable() const

@@ -172,6 +172,7 @@ private:
 
     SendLane() = default;
 
+    void         populate_slots();
     ucs_status_t wait_route_reply(uint32_t route, uint64_t gen);
     ucs_status_t reestablish();
     SendRequest *alloc_request();
