@@ -108,8 +108,20 @@ ucs_status_t Ep::connect_to_ep(const DeviceAddress &peer, const EpAddress &addr)
     return (status != UCS_ERR_UNREACHABLE) ? status : inbound;
 }
 
+ucs_status_t Ep::take_error()
+{
+    if ((error_ == UCS_OK) || reported_) {
+        return UCS_OK;
+    }
+    reported_ = true;
+    return error_;
+}
+
 ucs_status_t Ep::ready()
 {
+    if (error_ != UCS_OK) {
+        return error_;
+    }
     if (!connected_) {
         return UCS_ERR_UNREACHABLE;
     }
@@ -126,7 +138,8 @@ ucs_status_t Ep::ready()
         uint32_t route;
         if ((hub_->lane_for(peer_.rail_hash, &lane) != UCS_OK) ||
             (lane->route_to_iface(peer_.inner, peer_iface_, &route) != UCS_OK)) {
-            return UCS_ERR_UNREACHABLE;
+            error_ = UCS_ERR_UNREACHABLE;
+            return error_;
         }
         lane_  = std::move(lane);
         route_ = route;
@@ -233,6 +246,10 @@ ucs_status_t Ep::zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
 void Ep::op_done(ucs_status_t status)
 {
     ++completed_;
+    if ((status != UCS_OK) && (status != UCS_ERR_CANCELED) &&
+        (error_ == UCS_OK)) {
+        error_ = status;
+    }
     while (!flushes_.empty() && (flushes_.front().first <= completed_)) {
         uct_completion_t *comp = flushes_.front().second;
         flushes_.pop_front();
@@ -318,7 +335,7 @@ UCS_CLASS_INIT_FUNC(uct_pxn_ep_t, const uct_ep_params_t *params)
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
     try {
-        self->impl = new Ep(iface->hub);
+        self->impl = new Ep(iface->hub, &self->super.super);
     } catch (const std::bad_alloc &) {
         return UCS_ERR_NO_MEMORY;
     }

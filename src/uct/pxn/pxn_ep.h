@@ -13,6 +13,11 @@
  *   the target's passive ep, connects the passive ep to the peer's relay of
  *   this rail, and releases the other routes.
  *
+ * Failure: an operation that ends with a transport error (relay gone,
+ * target unreachable, inner error) marks the ep failed; the iface reports
+ * it once through uct_iface_handle_ep_err() from its progress, and later
+ * operations return that error.
+ *
  * Completion: operations of one ep complete in issue order (they share a
  * lane whose pieces complete in seq order). Flush waits for every operation
  * issued before it; fence holds new operations until those have completed.
@@ -36,7 +41,7 @@ namespace uct {
 
 class Ep final : public SendOwner {
 public:
-    explicit Ep(Hub *hub) : hub_(hub) {}
+    Ep(Hub *hub, uct_ep_h self) : hub_(hub), self_(self) {}
     ~Ep();
     Ep(const Ep&) = delete;
     Ep &operator=(const Ep&) = delete;
@@ -67,6 +72,11 @@ public:
     unsigned     progress_pending();
     bool         idle() const { return issued_ == completed_; }
 
+    /* A failure the iface must report through UCT's error handler (peer
+     * failure), once: UCS_OK when none. */
+    ucs_status_t take_error();
+    uct_ep_h     uct_ep() const { return self_; }
+
     void op_done(ucs_status_t status) override;
 
 private:
@@ -81,6 +91,9 @@ private:
     ucs_status_t lane_rkey(uct_rkey_t rkey, uint32_t *index);
 
     Hub                      *hub_;
+    uct_ep_h                  self_;
+    ucs_status_t              error_    = UCS_OK; /* first failure seen */
+    bool                      reported_ = false;
     std::shared_ptr<SendLane> lane_;
     uint32_t                  route_ = 0;
     bool                      connected_ = false;

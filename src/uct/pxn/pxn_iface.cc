@@ -67,6 +67,7 @@ static ucs_status_t uct_pxn_iface_query(uct_iface_h tl_iface,
     uct_base_iface_query(&iface->super, attr);
     attr->cap.flags = UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
                       UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_PENDING |
+                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
                       (to_iface ? UCT_IFACE_FLAG_CONNECT_TO_IFACE :
                                   UCT_IFACE_FLAG_CONNECT_TO_EP);
     if (hub->net().has_get()) {
@@ -145,8 +146,24 @@ static unsigned uct_pxn_iface_progress(uct_iface_h tl_iface) noexcept
     uct_pxn_iface_t *iface = ucs_derived_of(tl_iface, uct_pxn_iface_t);
     unsigned work          = iface->hub->progress();
 
+    std::vector<std::pair<uct_ep_h, ucs_status_t>> failed;
     for (pxn::uct::Ep *ep : *iface->eps) {
         work += ep->progress_pending();
+        const ucs_status_t status = ep->take_error();
+        if (status != UCS_OK) {
+            failed.emplace_back(ep->uct_ep(), status);
+        }
+    }
+    /* The handler may destroy eps: call it outside the loop above, and only
+     * for eps that still exist. */
+    for (const auto &f : failed) {
+        const auto &eps = *iface->eps;
+        if (std::any_of(eps.begin(), eps.end(), [&](pxn::uct::Ep *ep) {
+                return ep->uct_ep() == f.first;
+            })) {
+            uct_iface_handle_ep_err(tl_iface, f.first, f.second);
+            ++work;
+        }
     }
     while (!iface->flushes->empty() && iface->hub->idle() &&
            std::all_of(iface->eps->begin(), iface->eps->end(),

@@ -141,7 +141,8 @@ static ucs_status_t uct_pxn_md_query(uct_md_h tl_md, uct_md_attr_t *attr) noexce
     /* Registration only: allocation and rkey_ptr belong to the inner md. */
     attr->cap.flags             = inner.cap.flags &
                                   (UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
-                                   UCT_MD_FLAG_NEED_RKEY);
+                                   UCT_MD_FLAG_NEED_RKEY |
+                                   UCT_MD_FLAG_INVALIDATE);
     attr->cap.flags            |= UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
     attr->cap.max_alloc         = 0;
     attr->cap.alloc_mem_types   = 0;
@@ -185,14 +186,10 @@ uct_pxn_md_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params) no
 {
     uct_pxn_md_t *md = ucs_derived_of(tl_md, uct_pxn_md_t);
 
-    if (!(params->field_mask & UCT_MD_MEM_DEREG_FIELD_MEMH)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if ((params->field_mask & UCT_MD_MEM_DEREG_FIELD_FLAGS) &&
-        (params->flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE)) {
-        return UCS_ERR_UNSUPPORTED;
-    }
-    return uct_md_mem_dereg(md->inner->md(), params->memh);
+    /* The memh is the inner md's: its dereg (invalidation included, where
+     * the inner md supports it) is ours. */
+    uct_md_h inner = md->inner->md();
+    return inner->ops->mem_dereg(inner, params);
 }
 
 static ucs_status_t uct_pxn_md_mem_query(uct_md_h, const void *, size_t,
