@@ -402,11 +402,20 @@ int main(int argc, char **argv)
     }
     g_yield = (getenv("PXN_PEER_YIELD") != nullptr) ?
               atoi(getenv("PXN_PEER_YIELD")) : 0;
+    /* Answers go to the original stdout; anything else printed there (UCX
+     * logs to stdout by default) goes to stderr instead. */
+    FILE *answers = fdopen(dup(1), "w");
+    if ((answers == nullptr) || (dup2(2, 1) < 0)) {
+        perror("ucx_pxn_peer: stdout");
+        return 1;
+    }
+    setvbuf(answers, nullptr, _IOLBF, 0);
+
     Peer p;
     if (open_peer(p, argv[1], argv[2], argv[3]) != 0) {
         return 1;
     }
-    std::cout << "ready" << std::endl;
+    fprintf(answers, "ready\n");
 
     std::string line;
     while (std::getline(std::cin, line)) {
@@ -514,7 +523,7 @@ int main(int argc, char **argv)
         } else {
             reply = "err unknown command " + cmd;
         }
-        std::cout << reply << std::endl;
+        fprintf(answers, "%s\n", reply.c_str());
     }
 
     for (auto &bundle : p.rkeys) {

@@ -59,6 +59,7 @@ struct Settings {
     std::vector<std::string> net_tls;
     std::string              home_device; /* empty: the device of the iface */
     ConnectModel             connect_model = ConnectModel::kAuto;
+    bool                     direct_fallback = true;
     Geometry                 geometry;
     uint32_t                 inflight_depth    = 4;
     double                   credit_timeout    = 1.0; /* seconds */

@@ -15,6 +15,16 @@ namespace uct {
 
 Ep::~Ep()
 {
+    if ((direct_ep_ != nullptr) || !direct_rkeys_.empty()) {
+        std::lock_guard<std::mutex> guard(hub_->net().lock());
+        /* Destroying the ep cancels what is still in flight on it. */
+        if (direct_ep_ != nullptr) {
+            uct_ep_destroy(direct_ep_);
+        }
+        for (auto &r : direct_rkeys_) {
+            uct_rkey_release(hub_->net().component(), &r.second);
+        }
+    }
     if (connected_ && (lane_ != nullptr)) {
         lane_->route_release(route_);
     }
@@ -106,6 +116,114 @@ ucs_status_t Ep::connect_to_ep(const DeviceAddress &peer, const EpAddress &addr)
         return UCS_OK;
     }
     return (status != UCS_ERR_UNREACHABLE) ? status : inbound;
+}
+
+bool Ep::fall_back(const SendRequest &req, const uint8_t *rkey,
+                   uint16_t rkey_length)
+{
+    if (!to_iface_ || (req.comp == nullptr) || direct_failed_ ||
+        !hub_->settings().direct_fallback) {
+        return false;
+    }
+    Net &net = hub_->net();
+    std::lock_guard<std::mutex> guard(net.lock());
+    if (direct_ep_ == nullptr) {
+        if (!net.is_reachable(peer_.inner.data(), peer_iface_.data()) ||
+            (net.ep_create_to_iface(peer_.inner.data(), peer_iface_.data(),
+                                    &direct_ep_) != UCS_OK)) {
+            direct_ep_     = nullptr;
+            direct_failed_ = true;
+            ucs_debug("pxn: no direct path to the target of ep %p", self_);
+            return false;
+        }
+    }
+    const Bytes packed(rkey, rkey + rkey_length);
+    auto it = std::find_if(direct_rkeys_.begin(), direct_rkeys_.end(),
+                           [&](const auto &r) { return r.first == packed; });
+    if (it == direct_rkeys_.end()) {
+        uct_rkey_bundle_t bundle;
+        if (uct_rkey_unpack(net.component(), packed.data(), &bundle) != UCS_OK) {
+            return false;
+        }
+        direct_rkeys_.emplace_back(packed, bundle);
+        it = direct_rkeys_.end() - 1;
+    }
+
+    auto op         = std::make_unique<DirectOp>();
+    op->req         = req;
+    op->rkey        = it->second.rkey;
+    op->comp.func   = direct_done;
+    op->comp.count  = static_cast<int>(req.nsegs) + 1; /* + posting guard */
+    op->comp.status = UCS_OK;
+    post_direct(*op);
+    direct_ops_.push_back(std::move(op));
+    return true;
+}
+
+/* Caller holds the Net lock. Returns true once every segment is posted. */
+bool Ep::post_direct(DirectOp &op)
+{
+    uint64_t remote = op.req.remote_addr;
+    for (uint32_t i = 0; i < op.posted; ++i) {
+        remote += op.req.segs[i].length;
+    }
+    while (op.posted < op.req.nsegs) {
+        const SendRequest::Seg &seg = op.req.segs[op.posted];
+        uct_iov_t iov = {reinterpret_cast<void*>(seg.addr), seg.length,
+                         seg.memh, 0, 1};
+        const ucs_status_t status =
+                (op.req.op == abi::kOpGet) ?
+                uct_ep_get_zcopy(direct_ep_, &iov, 1, remote, op.rkey, &op.comp) :
+                uct_ep_put_zcopy(direct_ep_, &iov, 1, remote, op.rkey, &op.comp);
+        if (status == UCS_ERR_NO_RESOURCE) {
+            return false;
+        }
+        if (status != UCS_INPROGRESS) {
+            if (UCS_STATUS_IS_ERR(status) && (op.comp.status == UCS_OK)) {
+                op.comp.status = status;
+            }
+            --op.comp.count;
+        }
+        remote += seg.length;
+        ++op.posted;
+    }
+    if (--op.comp.count == 0) {
+        op.done.store(true, std::memory_order_release);
+    }
+    return true;
+}
+
+void Ep::direct_done(uct_completion_t *comp)
+{
+    reinterpret_cast<DirectOp*>(comp)->done.store(true, std::memory_order_release);
+}
+
+unsigned Ep::progress_direct()
+{
+    unsigned work = 0;
+    for (auto it = direct_ops_.begin(); it != direct_ops_.end();) {
+        DirectOp &op = **it;
+        if (op.posted < op.req.nsegs) {
+            std::lock_guard<std::mutex> guard(hub_->net().lock());
+            work += post_direct(op);
+        }
+        if (!op.done.load(std::memory_order_acquire)) {
+            ++it;
+            continue;
+        }
+        const ucs_status_t status = op.comp.status;
+        uct_completion_t *user    = op.req.comp;
+        if ((status != UCS_OK) && (user->status == UCS_OK)) {
+            user->status = status;
+        }
+        if (--user->count == 0) {
+            user->func(user);
+        }
+        it = direct_ops_.erase(it);
+        op_done(status);
+        ++work;
+    }
+    return work;
 }
 
 ucs_status_t Ep::take_error()
@@ -304,7 +422,7 @@ void Ep::pending_purge(uct_pending_purge_callback_t cb, void *arg)
 
 unsigned Ep::progress_pending()
 {
-    unsigned work = 0;
+    unsigned work = direct_ops_.empty() ? 0 : progress_direct();
     while (!pending_.empty()) {
         uct_pending_req_t *req = pending_.front();
         pending_.pop_front();

@@ -13,6 +13,13 @@
  *   the target's passive ep, connects the passive ep to the peer's relay of
  *   this rail, and releases the other routes.
  *
+ * Direct path: an operation that can no longer go through a relay before
+ * any of its bytes were published (relay unhealthy, no ring credit for
+ * UCX_PXN_CREDIT_TIMEOUT) is sent once with this process's own inner
+ * transport straight to the target, when the target is reachable from here
+ * (a spine) and the ep knows the target's inner address (to-iface model).
+ * Otherwise it fails (a rail-only fabric).
+ *
  * Failure: an operation that ends with a transport error (relay gone,
  * target unreachable, inner error) marks the ep failed; the iface reports
  * it once through uct_iface_handle_ep_err() from its progress, and later
@@ -32,6 +39,7 @@ extern "C" {
 #include <uct/base/uct_iface.h>
 }
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -78,6 +86,8 @@ public:
     uct_ep_h     uct_ep() const { return self_; }
 
     void op_done(ucs_status_t status) override;
+    bool fall_back(const SendRequest &req, const uint8_t *rkey,
+                   uint16_t rkey_length) override;
 
 private:
     struct Candidate {
@@ -87,8 +97,23 @@ private:
         Bytes                     relay_ep;
     };
 
+    /* An operation sent on the direct path (this process's own inner
+     * iface to the target) after it could not be published to a relay.
+     * Posted and finished on the application thread; its inner completion
+     * runs on the engine thread and only sets `done`. */
+    struct DirectOp {
+        uct_completion_t    comp; /* first: the callback casts back */
+        std::atomic<bool>   done{false};
+        SendRequest         req;  /* copy: segments, remote address, op */
+        uct_rkey_t          rkey;
+        uint32_t            posted = 0; /* segments posted */
+    };
+
     ucs_status_t ready();
     ucs_status_t lane_rkey(uct_rkey_t rkey, uint32_t *index);
+    bool         post_direct(DirectOp &op);
+    unsigned     progress_direct();
+    static void  direct_done(uct_completion_t *comp);
 
     Hub                      *hub_;
     uct_ep_h                  self_;
@@ -110,6 +135,12 @@ private:
     uint64_t                  completed_ = 0;
     uint64_t                  fence_at_  = 0;
     std::deque<std::pair<uint64_t, uct_completion_t*>> flushes_;
+
+    /* direct path (fallback) */
+    uct_ep_h                  direct_ep_ = nullptr;
+    bool                      direct_failed_ = false; /* tried once, no path */
+    std::vector<std::pair<Bytes, uct_rkey_bundle_t>> direct_rkeys_;
+    std::vector<std::unique_ptr<DirectOp>> direct_ops_;
     std::deque<uct_pending_req_t*> pending_;
 };
 

@@ -51,6 +51,14 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      ucs_offsetof(uct_pxn_md_config_t, connect_model),
      UCS_CONFIG_TYPE_ENUM(uct_pxn_connect_model_names)},
 
+    {"FALLBACK", "y",
+     "An operation that cannot be published to a relay (relay unhealthy, no\n"
+     "ring credit for CREDIT_TIMEOUT) is sent once with this process's own\n"
+     "inner transport when it reaches the target (a rail-optimized fabric\n"
+     "with a spine); otherwise it fails. 'n' skips the attempt (rail-only\n"
+     "fabrics, where it can only fail).",
+     ucs_offsetof(uct_pxn_md_config_t, direct_fallback), UCS_CONFIG_TYPE_BOOL},
+
     {"LANES", "7",
      "Inbound lanes of a relay: how many senders of this node can stage into\n"
      "it at once (one per other GPU of an 8-GPU node). 1..64.",
@@ -108,6 +116,7 @@ pxn::Settings uct_pxn_md_settings(const uct_pxn_md_config_t *config)
     s.rail_map    = config->rail_map;
     s.home_device = config->home_device;
     s.connect_model = static_cast<pxn::ConnectModel>(config->connect_model);
+    s.direct_fallback = (config->direct_fallback != 0);
     for (unsigned i = 0; i < config->net_tls.count; ++i) {
         s.net_tls.emplace_back(config->net_tls.names[i]);
     }

@@ -27,6 +27,7 @@ typedef struct uct_pxn_md_config {
     ucs_config_names_array_t net_tls;
     char                     *home_device;
     int                      connect_model; /* pxn::ConnectModel */
+    int                      direct_fallback;
     unsigned                 lanes;
     unsigned                 slots;
     size_t                   slot_size;

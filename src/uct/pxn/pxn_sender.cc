@@ -367,7 +367,7 @@ ucs_status_t SendLane::post(SendOwner *owner, abi::Op op, uint32_t route,
             }
             req->segs[req->nsegs++] = {
                 reinterpret_cast<uint64_t>(iov[i].buffer) + c * iov[i].stride,
-                iov[i].length};
+                iov[i].length, iov[i].memh};
         }
     }
     ++rkeys_[rkey].users;
@@ -552,18 +552,15 @@ unsigned SendLane::stage()
 
     if (!queue_.empty() && (stall_since_ns_ != 0) &&
         (monotonic_ns() - stall_since_ns_ > credit_timeout_ns_)) {
-        /* Not published: may still fail. No direct path is tried here. */
-        ucs_debug("pxn: no ring credit at relay pid %u for %.3f s: failing %zu "
-                  "queued operations", relay().identity.pid,
+        /* Not published yet: each may fall back once to a direct path, or
+         * fails. */
+        ucs_debug("pxn: no ring credit at relay pid %u for %.3f s: %zu queued "
+                  "operations leave the lane", relay().identity.pid,
                   credit_timeout_ns_ / 1e9, queue_.size());
         while (!queue_.empty()) {
             SendRequest *req = queue_.front();
             queue_.pop_front();
-            req->status = UCS_ERR_TIMED_OUT;
-            req->staged = true;
-            if (req->pieces == 0) {
-                finish_request(req);
-            }
+            give_up(req, UCS_ERR_TIMED_OUT);
         }
         stall_since_ns_ = 0;
         ++work;
@@ -646,13 +643,32 @@ void SendLane::fail_all(ucs_status_t status)
     while (!queue_.empty()) {
         SendRequest *req = queue_.front();
         queue_.pop_front();
-        if (req->status == UCS_OK) {
-            req->status = status;
+        give_up(req, status);
+    }
+}
+
+void SendLane::give_up(SendRequest *req, ucs_status_t status)
+{
+    const RkeySlot &rkey = rkeys_[req->rkey_index];
+    if ((req->pieces == 0) && (req->seg == 0) && (req->seg_offset == 0) &&
+        (req->status == UCS_OK) &&
+        req->owner->fall_back(*req, rkey.packed, rkey.length)) {
+        uint64_t bytes = 0;
+        for (uint32_t i = 0; i < req->nsegs; ++i) {
+            bytes += req->segs[i].length;
         }
-        req->staged = true;
-        if (req->pieces == 0) {
-            finish_request(req);
-        }
+        abi::bump(counters_->fallback_ops);
+        abi::bump(counters_->fallback_bytes, bytes);
+        --rkeys_[req->rkey_index].users;
+        free_request(req);
+        return;
+    }
+    if (req->status == UCS_OK) {
+        req->status = status;
+    }
+    req->staged = true;
+    if (req->pieces == 0) {
+        finish_request(req);
     }
 }
 

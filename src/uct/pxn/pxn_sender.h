@@ -51,6 +51,12 @@ namespace uct {
 class SendOwner {
 public:
     virtual void op_done(ucs_status_t status) = 0;
+    /* A request none of whose bytes were published can no longer go
+     * through the relay: the owner may send it on a direct path. true: the
+     * owner took it over (it completes comp and calls op_done itself);
+     * false: the request fails. `rkey` is the packed pxn rkey blob. */
+    virtual bool fall_back(const struct SendRequest &req, const uint8_t *rkey,
+                           uint16_t rkey_length) = 0;
 
 protected:
     ~SendOwner() = default;
@@ -61,8 +67,9 @@ struct SendRequest {
     static constexpr uint32_t kMaxIov = 16;
 
     struct Seg {
-        uint64_t addr;
-        uint64_t length;
+        uint64_t  addr;
+        uint64_t  length;
+        uct_mem_h memh; /* the caller's (inner) memh, for a direct path */
     };
 
     uct_completion_t *comp;
@@ -188,6 +195,9 @@ private:
     unsigned     reap();
     uint8_t     *slot_ptr(uint64_t seq) const;
     void         check_health();
+    /* Ends a request taken out of the queue unpublished: direct path or
+     * failure with `status`. */
+    void         give_up(SendRequest *req, ucs_status_t status);
 
     Registry                     *registry_ = nullptr;
     std::unique_ptr<PeerMapping>  mapping_;

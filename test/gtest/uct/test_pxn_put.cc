@@ -12,6 +12,7 @@
 #include "../common/test_helpers.h"
 
 #include <gtest/gtest.h>
+#include <ucs/type/status.h>
 
 #include <csignal>
 #include <memory>
@@ -39,23 +40,32 @@ struct Target {
 
 class PxnTransfer : public ::testing::Test {
 protected:
-    static void SetUpTestSuite()
+    static void SetUpTestSuite() { up(kPrefix, 8, false); }
+    static void TearDownTestSuite() { down(kPrefix); }
+
+    static void up(const char *prefix, int rails, bool spine)
     {
+        prefix_ = prefix;
         if (geteuid() != 0) {
             return;
         }
-        auto r = pxn_test::run_program({"/bin/bash", topology_script(), "up",
-                                        "--nodes", "2", "--rails", "8",
-                                        "--prefix", kPrefix});
-        topology_ok_ = (r.exit_code == 0);
+        std::vector<std::string> argv = {"/bin/bash", topology_script(), "up",
+                                         "--nodes", "2", "--rails",
+                                         std::to_string(rails), "--prefix",
+                                         prefix};
+        if (spine) {
+            argv.push_back("--spine");
+        }
+        auto r = pxn_test::run_program(argv);
+        topology_ok_  = (r.exit_code == 0);
         topology_log_ = r.output;
     }
 
-    static void TearDownTestSuite()
+    static void down(const char *prefix)
     {
         if (geteuid() == 0) {
             pxn_test::run_program({"/bin/bash", topology_script(), "down",
-                                   "--prefix", kPrefix});
+                                   "--prefix", prefix});
         }
     }
 
@@ -95,8 +105,8 @@ protected:
                     "UCX_PXN_SLOT_SIZE=" + std::to_string(kSlot),
                     "UCX_PXN_SLOTS=" + std::to_string(kSlots),
                     "UCX_PXN_HEARTBEAT_TIMEOUT=1s"});
-        const std::string ns = std::string(kPrefix) + "-n" + std::to_string(node) +
-                               "r" + std::to_string(rail);
+        const std::string ns = prefix_ + "-n" + std::to_string(node) + "r" +
+                               std::to_string(rail);
         return start(ns, env, "pxn_tcp", "front");
     }
 
@@ -144,11 +154,18 @@ protected:
         EXPECT_EQ("ok", peer->call("fill " + std::to_string(seed)));
     }
 
-    /* "done <status> <ns> <ops>" -> status */
+    /* "done <status string> <ns> <ops>" -> status string */
     static std::string status_of(const std::string &done)
     {
         auto words = split(done);
-        return ((words.size() == 4) && (words[0] == "done")) ? words[1] : done;
+        if ((words.size() < 4) || (words[0] != "done")) {
+            return done;
+        }
+        std::string status = words[1];
+        for (size_t i = 2; i + 2 < words.size(); ++i) {
+            status += " " + words[i];
+        }
+        return status;
     }
 
     std::string put(PeerProcess *sender, const Target &t, size_t bytes,
@@ -179,12 +196,14 @@ protected:
 
     static bool        topology_ok_;
     static std::string topology_log_;
+    static std::string prefix_;
     std::string        group_;
     std::vector<std::unique_ptr<PeerProcess>> peers_;
 };
 
 bool        PxnTransfer::topology_ok_ = false;
 std::string PxnTransfer::topology_log_;
+std::string PxnTransfer::prefix_;
 
 TEST_F(PxnTransfer, SameRailAndSameNodePeersAreNotReachable)
 {
@@ -468,6 +487,119 @@ TEST_F(PxnTransfer, CmaRelayPutsAndGets)
             " 30000 0")));
     EXPECT_EQ("ok", sender->call("check 43 0 " + std::to_string(size)));
     expect_healthy(0, relay, 3 * size);
+}
+
+/*
+ * Operations that cannot be published (relay frozen, no ring credit for
+ * UCX_PXN_CREDIT_TIMEOUT) fall back once to the sender's own inner
+ * transport where the target is reachable from it: over a spine here,
+ * nowhere on a rail-only fabric.
+ */
+class PxnFallback : public PxnTransfer {
+protected:
+    static void SetUpTestSuite() { up("pxns", 2, true); }
+    static void TearDownTestSuite() { down("pxns"); }
+
+    /* Relay frozen: K pieces are published and wait, the next K operations
+     * stay queued past the credit timeout. Returns the sender's answer. */
+    std::string put_past_a_frozen_relay(PeerProcess **target_p,
+                                        Target *t, PeerProcess **relay_p,
+                                        PeerProcess **sender_p)
+    {
+        const std::vector<std::string> env = {"UCX_PXN_HEARTBEAT_TIMEOUT=20s",
+                                              "UCX_PXN_CREDIT_TIMEOUT=300ms"};
+        PeerProcess *relay  = tcp_peer(0, 1, env);
+        PeerProcess *target = tcp_peer(1, 1, env);
+        PeerProcess *sender = tcp_peer(0, 0, env);
+        if (!relay || !target || !sender) {
+            return "";
+        }
+        const size_t size = 2 * kSlots * kSlot;
+        *t = target_buffer(target, size);
+        source_buffer(sender, size, 47);
+        EXPECT_EQ("ok", sender->call("connect " + t->dev + " " + t->iface));
+        EXPECT_TRUE(relay->stop());
+        EXPECT_TRUE(sender->send("put zcopy " + t->addr + " " + t->rkey + " " +
+                                 std::to_string(size) + " " +
+                                 std::to_string(kSlot) + " 0"));
+        usleep(1000000); /* past the credit timeout */
+        relay->kill(SIGCONT);
+        *target_p = target;
+        *relay_p  = relay;
+        *sender_p = sender;
+        return status_of(sender->receive(20000));
+    }
+};
+
+TEST_F(PxnFallback, QueuedOperationsTakeTheDirectPathOverTheSpine)
+{
+    PeerProcess *target = nullptr, *relay = nullptr, *sender = nullptr;
+    Target t;
+    EXPECT_EQ("Success", put_past_a_frozen_relay(&target, &t, &relay, &sender));
+    ASSERT_TRUE(target && relay && sender);
+    const size_t size = 2 * kSlots * kSlot;
+    EXPECT_EQ("ok", target->call("check 47 0 " + std::to_string(size)));
+    const auto c = counters(0, sender);
+    EXPECT_EQ(kSlots, c.sender.pieces);          /* the first K: relayed */
+    EXPECT_EQ(kSlots, c.sender.fallback_ops);    /* the next K: direct */
+    EXPECT_EQ(kSlots * kSlot, c.sender.fallback_bytes);
+    EXPECT_EQ(kSlots * kSlot, counters(0, relay).relay.bytes);
+}
+
+class PxnNoFallback : public PxnTransfer {
+};
+
+TEST_F(PxnNoFallback, QueuedOperationsFailCleanlyOnARailOnlyFabric)
+{
+    const std::vector<std::string> env = {"UCX_PXN_HEARTBEAT_TIMEOUT=20s",
+                                          "UCX_PXN_CREDIT_TIMEOUT=300ms"};
+    PeerProcess *relay  = tcp_peer(0, 1, env);
+    PeerProcess *target = tcp_peer(1, 1, env);
+    PeerProcess *sender = tcp_peer(0, 0, env);
+    ASSERT_TRUE(relay && target && sender);
+    const size_t size = 2 * kSlots * kSlot;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 53);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    ASSERT_TRUE(relay->stop());
+    ASSERT_TRUE(sender->send("put zcopy " + t.addr + " " + t.rkey + " " +
+                             std::to_string(size) + " " +
+                             std::to_string(kSlot) + " 0"));
+    usleep(1000000);
+    relay->kill(SIGCONT);
+    EXPECT_EQ(ucs_status_string(UCS_ERR_TIMED_OUT),
+              status_of(sender->receive(20000)));
+    /* The published half arrived; nothing was sent twice. */
+    EXPECT_EQ("ok", target->call("check 53 0 " + std::to_string(kSlots * kSlot)));
+    const auto c = counters(0, sender);
+    EXPECT_EQ(0u, c.sender.fallback_bytes);
+    EXPECT_EQ(kSlots, c.sender.failed_ops);
+    EXPECT_EQ(kSlots * kSlot, counters(0, relay).relay.bytes);
+}
+
+TEST_F(PxnNoFallback, FallbackOffFailsWithoutTryingADirectPath)
+{
+    const std::vector<std::string> env = {"UCX_PXN_HEARTBEAT_TIMEOUT=20s",
+                                          "UCX_PXN_CREDIT_TIMEOUT=300ms",
+                                          "UCX_PXN_FALLBACK=n"};
+    PeerProcess *relay  = tcp_peer(0, 1, env);
+    PeerProcess *target = tcp_peer(1, 1, env);
+    PeerProcess *sender = tcp_peer(0, 0, env);
+    ASSERT_TRUE(relay && target && sender);
+    const size_t size = 2 * kSlots * kSlot;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 59);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    ASSERT_TRUE(relay->stop());
+    ASSERT_TRUE(sender->send("put zcopy " + t.addr + " " + t.rkey + " " +
+                             std::to_string(size) + " " +
+                             std::to_string(kSlot) + " 0"));
+    usleep(1000000);
+    relay->kill(SIGCONT);
+    EXPECT_EQ(ucs_status_string(UCS_ERR_TIMED_OUT),
+              status_of(sender->receive(20000)));
+    EXPECT_EQ(kSlots, counters(0, sender).sender.failed_ops);
+    EXPECT_EQ("ok", target->call("check 59 0 " + std::to_string(kSlots * kSlot)));
 }
 
 } // namespace
