@@ -319,6 +319,9 @@ ucs_status_t Ep::get_bcopy(uct_unpack_callback_t unpack, void *arg,
                            size_t length, uint64_t remote_addr, uct_rkey_t rkey,
                            uct_completion_t *comp)
 {
+    if (!hub_->net().has_get()) {
+        return UCS_ERR_UNSUPPORTED; /* GET_BCOPY not advertised */
+    }
     uint32_t index;
     ucs_status_t status = ready();
     if (status == UCS_OK) {
@@ -340,6 +343,9 @@ ucs_status_t Ep::zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
                        uint64_t remote_addr, uct_rkey_t rkey,
                        uct_completion_t *comp)
 {
+    if ((op == abi::kOpGet) && !hub_->net().has_get()) {
+        return UCS_ERR_UNSUPPORTED; /* GET_ZCOPY not advertised */
+    }
     uint32_t index;
     ucs_status_t status = ready();
     if (status == UCS_OK) {

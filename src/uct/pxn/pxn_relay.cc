@@ -303,8 +303,14 @@ unsigned Relay::start_piece(Lane &lane, uint32_t lane_index)
                           geometry_.max_plan, routes_valid,
                           refresh_rkeys(lane, piece->snapshot)};
     DescReason reason;
-    const ucs_status_t status = validate_descriptor(piece->snapshot, check,
-                                                    &reason);
+    ucs_status_t status = validate_descriptor(piece->snapshot, check, &reason);
+    if ((status == UCS_OK) && (piece->snapshot.header().op == abi::kOpGet) &&
+        !net_->has_get()) {
+        /* The descriptor comes from another process: a get for an inner
+         * transport without get_zcopy (tcp) would call a NULL op. */
+        reason = DescReason::kBadOp;
+        status = UCS_ERR_UNSUPPORTED;
+    }
     if (status != UCS_OK) {
         abi::bump(counters_->rejected);
         ucs_debug("pxn: relay rejected seq %lu of lane %u: %s", seq,

@@ -457,6 +457,29 @@ TEST_F(PxnTransfer, RestartedRelayCarriesNewPieces)
     EXPECT_GE(counters(0, restarted).relay.bytes, size / 2);
 }
 
+TEST_F(PxnTransfer, GetsOverTcpAreRefusedAndTheRelayStays)
+{
+    PeerProcess *relay  = tcp_peer(0, 1);
+    PeerProcess *target = tcp_peer(1, 1);
+    PeerProcess *sender = tcp_peer(0, 0);
+    ASSERT_TRUE(relay && target && sender);
+
+    const size_t size = 2 * kSlot;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 47);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    /* tcp has no get_zcopy: pxn over tcp does not advertise GET, and a get
+     * must not reach the relay (whose inner get op would be NULL). */
+    for (const std::string kind : {"zcopy", "bcopy"}) {
+        EXPECT_EQ("Unsupported operation", status_of(sender->call(
+                "get " + kind + " " + t.addr + " " + t.rkey + " " +
+                std::to_string(size) + " 30000 0"))) << kind;
+    }
+    EXPECT_EQ("Success", put(sender, t, size, 50000));
+    EXPECT_EQ("ok", target->call("check 47 0 " + std::to_string(size)));
+    expect_healthy(0, relay, size);
+}
+
 TEST_F(PxnTransfer, CmaRelayPutsAndGets)
 {
     PeerProcess *relay  = cma_peer(0, "railB");
