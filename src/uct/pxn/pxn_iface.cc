@@ -6,6 +6,8 @@
 
 extern "C" {
 #include <ucs/debug/log.h>
+#include <ucs/vfs/base/vfs_cb.h>
+#include <ucs/vfs/base/vfs_obj.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
 }
@@ -239,8 +241,46 @@ static ucs_status_t uct_pxn_iface_estimate_perf(uct_iface_h tl_iface,
     return uct_base_iface_estimate_perf(tl_iface, perf_attr);
 }
 
-static void uct_pxn_iface_vfs_refresh(uct_iface_h) noexcept
+/* The iface's counters (live values from its control file) and identity,
+ * under <iface>/pxn/ in UCX's VFS (ucx_vfs). Called again on every refresh:
+ * existing files are kept (UCS_ERR_ALREADY_EXISTS). */
+static void uct_pxn_iface_vfs_refresh(uct_iface_h tl_iface) noexcept
 {
+    Hub *hub                     = hub_of(tl_iface);
+    pxn::abi::ProcessCounters &c = hub->counters();
+    const struct {
+        uint64_t   *value;
+        const char *name;
+    } counters[] = {
+        {&c.relay.pieces, "relay/pieces"},
+        {&c.relay.bytes, "relay/bytes"},
+        {&c.relay.failed_pieces, "relay/failed_pieces"},
+        {&c.relay.rejected, "relay/rejected_descriptors"},
+        {&c.relay.routes, "relay/routes"},
+        {&c.relay.route_errors, "relay/route_errors"},
+        {&c.relay.lane_resets, "relay/lane_resets"},
+        {&c.relay.inflight, "relay/inflight"},
+        {&c.sender.pieces, "sender/pieces"},
+        {&c.sender.bytes, "sender/bytes"},
+        {&c.sender.credit_stalls, "sender/credit_stalls"},
+        {&c.sender.failed_ops, "sender/failed_ops"},
+        {&c.sender.fallback_ops, "sender/fallback_ops"},
+        {&c.sender.fallback_bytes, "sender/fallback_bytes"},
+        {&c.sender.lanes, "sender/lanes"},
+    };
+    for (const auto &counter : counters) {
+        ucs_vfs_obj_add_ro_file(tl_iface, ucs_vfs_show_primitive, counter.value,
+                                UCS_VFS_TYPE_ULONG, "pxn/%s", counter.name);
+    }
+    ucs_vfs_obj_add_ro_file(tl_iface, ucs_vfs_show_primitive,
+                            const_cast<char*>(hub->rail().c_str()),
+                            UCS_VFS_TYPE_STRING, "pxn/rail");
+    ucs_vfs_obj_add_ro_file(tl_iface, ucs_vfs_show_primitive,
+                            const_cast<char*>(hub->net().device().c_str()),
+                            UCS_VFS_TYPE_STRING, "pxn/home_device");
+    ucs_vfs_obj_add_ro_file(tl_iface, ucs_vfs_show_primitive,
+                            const_cast<char*>(hub->net().tl_name().c_str()),
+                            UCS_VFS_TYPE_STRING, "pxn/inner_tl");
 }
 
 static ucs_status_t uct_pxn_ep_query(uct_ep_h, uct_ep_attr_t *) noexcept
