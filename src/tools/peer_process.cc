@@ -264,4 +264,117 @@ bool read_counters(const std::string &group, pid_t pid,
     return true;
 }
 
+BackgroundProcess::~BackgroundProcess()
+{
+    if ((pid_ > 0) && !exited_) {
+        ::kill(pid_, SIGKILL);
+        waitpid(pid_, nullptr, 0);
+    }
+}
+
+bool BackgroundProcess::start(const std::string &netns,
+                              const std::vector<std::string> &env,
+                              const std::vector<std::string> &argv,
+                              const std::string &log_path, std::string *error)
+{
+    std::vector<std::string> args;
+    if (!netns.empty()) {
+        args = {"/usr/sbin/ip", "netns", "exec", netns};
+        if (access(args[0].c_str(), X_OK) != 0) {
+            args[0] = "/sbin/ip";
+        }
+    }
+    args.insert(args.end(), argv.begin(), argv.end());
+    const int out = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                         0600);
+    if (out < 0) {
+        *error = log_path + ": " + strerror(errno);
+        return false;
+    }
+    log_path_ = log_path;
+    pid_      = fork();
+    if (pid_ == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        dup2(null, 0);
+        dup2(out, 1);
+        dup2(out, 2);
+        for (const auto &e : env) {
+            const size_t eq = e.find('=');
+            if (eq + 1 == e.size()) {
+                unsetenv(e.substr(0, eq).c_str());
+            } else {
+                setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
+            }
+        }
+        std::vector<char*> cargs;
+        for (auto &a : args) {
+            cargs.push_back(const_cast<char*>(a.c_str()));
+        }
+        cargs.push_back(nullptr);
+        execv(cargs[0], cargs.data());
+        dprintf(2, "exec %s: %s\n", cargs[0], strerror(errno));
+        _exit(127);
+    }
+    close(out);
+    if (pid_ < 0) {
+        *error = std::string("fork: ") + strerror(errno);
+        return false;
+    }
+    return true;
+}
+
+void BackgroundProcess::kill(int sig)
+{
+    if ((pid_ > 0) && !exited_) {
+        ::kill(pid_, sig);
+    }
+}
+
+int BackgroundProcess::wait(int timeout_ms)
+{
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(timeout_ms);
+    while ((pid_ > 0) && !exited_) {
+        int status;
+        if (waitpid(pid_, &status, WNOHANG) == pid_) {
+            exited_ = true;
+            status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+            break;
+        }
+        if (std::chrono::steady_clock::now() > deadline) {
+            return -1000;
+        }
+        usleep(1000);
+    }
+    return status_;
+}
+
+std::string BackgroundProcess::output() const
+{
+    std::string text;
+    const int fd = open(log_path_.c_str(), O_RDONLY | O_CLOEXEC);
+    char buf[65536];
+    for (ssize_t n; (fd >= 0) && ((n = read(fd, buf, sizeof(buf))) > 0);) {
+        text.append(buf, size_t(n));
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return text;
+}
+
+bool BackgroundProcess::wait_for_output(const std::string &text, int timeout_ms)
+{
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(timeout_ms);
+    while (output().find(text) == std::string::npos) {
+        if ((wait(0) != -1000) || (std::chrono::steady_clock::now() > deadline)) {
+            return output().find(text) != std::string::npos;
+        }
+        usleep(10000);
+    }
+    return true;
+}
+
 } // namespace pxn_tools

@@ -51,6 +51,42 @@ private:
     std::string buffered_;
 };
 
+/*
+ * Any command, started with fork+exec like PeerProcess (optionally inside
+ * network namespace `netns`, with `env` entries "NAME=value" added and
+ * "NAME=" unset), its stdout and stderr going to the file `log_path`. Dies
+ * with its parent (PR_SET_PDEATHSIG); the destructor kills (SIGKILL) and
+ * reaps a process still running. `ip netns exec` execs the command, so
+ * pid() is the command's own pid.
+ */
+class BackgroundProcess {
+public:
+    BackgroundProcess() = default;
+    ~BackgroundProcess();
+    BackgroundProcess(const BackgroundProcess&) = delete;
+    BackgroundProcess &operator=(const BackgroundProcess&) = delete;
+
+    bool start(const std::string &netns, const std::vector<std::string> &env,
+               const std::vector<std::string> &argv, const std::string &log_path,
+               std::string *error);
+
+    pid_t pid() const { return pid_; }
+    void  kill(int sig);
+    /* Exit status (or -signal), also when called again after the exit;
+     * -1000 if still running after timeout_ms. */
+    int   wait(int timeout_ms);
+    /* What it wrote so far. */
+    std::string output() const;
+    /* Waits until its output contains `text`; false on timeout or exit. */
+    bool  wait_for_output(const std::string &text, int timeout_ms);
+
+private:
+    pid_t       pid_    = -1;
+    bool        exited_ = false;
+    int         status_ = -1000;
+    std::string log_path_;
+};
+
 /* Splits a line at spaces. */
 std::vector<std::string> split(const std::string &line);
 

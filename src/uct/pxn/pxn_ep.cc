@@ -243,12 +243,11 @@ ucs_status_t Ep::ready()
     if (!connected_) {
         return UCS_ERR_UNREACHABLE;
     }
-    if (!pending_.empty() || (completed_ < fence_at_)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
     if (!lane_->usable()) {
         if (!to_iface_) {
-            return UCS_ERR_UNREACHABLE; /* routes of ep-to-ep need a handshake */
+            /* routes of ep-to-ep need a new handshake */
+            error_ = UCS_ERR_UNREACHABLE;
+            return error_;
         }
         /* Its relay failed: route again through the relay now serving that
          * rail, if any. Everything on the old lane has already failed. */
@@ -261,6 +260,11 @@ ucs_status_t Ep::ready()
         }
         lane_  = std::move(lane);
         route_ = route;
+    }
+    /* Requests waiting in the pending queue go first, except for the one
+     * being dispatched from it. */
+    if ((!pending_.empty() && !dispatching_) || (completed_ < fence_at_)) {
+        return UCS_ERR_NO_RESOURCE;
     }
     return UCS_OK;
 }
@@ -429,11 +433,22 @@ void Ep::pending_purge(uct_pending_purge_callback_t cb, void *arg)
 unsigned Ep::progress_pending()
 {
     unsigned work = direct_ops_.empty() ? 0 : progress_direct();
-    while (!pending_.empty()) {
+    if (connected_ && (error_ == UCS_OK) && !lane_->usable()) {
+        ready(); /* routes again, or marks the ep failed for the iface */
+    }
+    /* UCT's pending contract: UCS_OK done, UCS_INPROGRESS partly done (call
+     * it again), UCS_ERR_NO_RESOURCE not now. A bounded number of rounds:
+     * the callbacks may post again and again. */
+    for (unsigned round = 0; (round < 1024) && !pending_.empty(); ++round) {
         uct_pending_req_t *req = pending_.front();
         pending_.pop_front();
-        if (req->func(req) == UCS_ERR_NO_RESOURCE) {
+        dispatching_              = true;
+        const ucs_status_t status = req->func(req);
+        dispatching_              = false;
+        if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
             pending_.push_front(req);
+        }
+        if (status == UCS_ERR_NO_RESOURCE) {
             break;
         }
         ++work;

@@ -142,6 +142,7 @@ private:
     std::vector<std::pair<Bytes, uct_rkey_bundle_t>> direct_rkeys_;
     std::vector<std::unique_ptr<DirectOp>> direct_ops_;
     std::deque<uct_pending_req_t*> pending_;
+    bool                      dispatching_ = false; /* in a pending callback */
 };
 
 } // namespace uct
