@@ -51,6 +51,7 @@ void Engine::stop()
 void Engine::loop()
 {
     pthread_setname_np(pthread_self(), "ucx-pxn");
+    client_->thread_init();
     std::vector<pollfd> fds;
     unsigned idle = 0;
 

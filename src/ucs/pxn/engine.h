@@ -35,6 +35,8 @@ public:
     virtual void woke() = 0;
     /* The fds to block on (readable = work may be waiting). */
     virtual std::vector<int> wait_fds() = 0;
+    /* First thing the thread does (e.g. make a CUDA context current). */
+    virtual void thread_init() {}
 };
 
 class Engine {

@@ -104,6 +104,10 @@ ucs_status_t validate(const Settings &s, std::string *error)
         return out_of_range(error, "HEARTBEAT_TIMEOUT", s.heartbeat_timeout,
                             "must be a positive time");
     }
+    if (s.cuda_device < -1) {
+        return out_of_range(error, "CUDA_DEVICE", s.cuda_device,
+                            "must be a GPU index, or -1 for the current one");
+    }
     if ((s.relay_slice != 0) &&
         ((s.relay_slice < 64) || (s.relay_slice > g.slot_size))) {
         return out_of_range(error, "RELAY_SLICE", s.relay_slice,

@@ -52,6 +52,20 @@ enum class ConnectModel {
     kEp     /* ep-to-ep addresses exchanged through the pxn ep address */
 };
 
+/* Where a relay's staging arena lives. */
+enum class ArenaChoice {
+    kAuto, /* GPU memory when CUDA works and the inner md registers it */
+    kHost, /* a shared-memory file */
+    kCuda  /* GPU memory, exported by CUDA IPC */
+};
+
+/* How a sender copies into a GPU arena. */
+enum class CopyChoice {
+    kAuto, /* gather kernel for many/small device segments, else copy engine */
+    kCe,   /* copy engine only */
+    kSm    /* gather kernel whenever the sources allow it */
+};
+
 struct Settings {
     std::string              group;
     std::string              node_id;     /* empty: derived from the boot id */
@@ -60,6 +74,9 @@ struct Settings {
     std::string              home_device; /* empty: the device of the iface */
     ConnectModel             connect_model = ConnectModel::kAuto;
     bool                     direct_fallback = true;
+    ArenaChoice              arena         = ArenaChoice::kAuto;
+    CopyChoice               copy          = CopyChoice::kAuto;
+    int                      cuda_device   = -1; /* -1: current context's */
     Geometry                 geometry;
     uint32_t                 inflight_depth    = 4;
     double                   credit_timeout    = 1.0; /* seconds */

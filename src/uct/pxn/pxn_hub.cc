@@ -74,26 +74,13 @@ ucs_status_t Hub::start(const InnerMd &md, const std::string &dev_name)
     if (status != UCS_OK) {
         return status;
     }
-    UniqueFd fd;
-    status = entry_->create_host_arena(&fd);
-    if (status == UCS_OK) {
-        status = arena_.map(fd.get(), settings_.geometry.arena_size(),
-                            "staging arena");
-    }
+    status = create_arena(md);
     if (status != UCS_OK) {
-        return status;
-    }
-    status = uct_md_mem_reg(net_->md(), arena_.data(), arena_.length(),
-                            UCT_MD_MEM_ACCESS_ALL, &arena_memh_);
-    if (status != UCS_OK) {
-        ucs_error("pxn: failed to register the %zu-byte staging arena with "
-                  "inner md %s: %s", arena_.length(), md.info().md_name.c_str(),
-                  ucs_status_string(status));
         return status;
     }
     status = entry_->create_wakeup(&wakeup_);
     if (status == UCS_OK) {
-        status = Relay::create(net_.get(), entry_.get(), arena_.data(),
+        status = Relay::create(net_.get(), entry_.get(), arena_base_,
                                arena_memh_, settings_, &relay_);
     }
     if (status == UCS_OK) {
@@ -106,9 +93,10 @@ ucs_status_t Hub::start(const InnerMd &md, const std::string &dev_name)
         return status;
     }
     ucs_info("pxn: active on %s (rail %s, inner %s, node %s), relaying for up "
-             "to %u senders", home.c_str(), rail_.c_str(),
+             "to %u senders through a %s arena", home.c_str(), rail_.c_str(),
              device->tl_name.c_str(), registry_->node_id().c_str(),
-             settings_.geometry.lanes);
+             settings_.geometry.lanes,
+             (cuda_arena_ != 0) ? "GPU" : "host");
     return UCS_OK;
 }
 
@@ -128,11 +116,124 @@ Hub::~Hub()
         }
         relay_.reset();
     }
-    if (arena_memh_ != UCT_MEM_HANDLE_NULL) {
-        uct_md_mem_dereg(net_->md(), arena_memh_);
-    }
-    arena_.reset();
+    free_arena();
     entry_.reset();
+}
+
+/* The staging arena: GPU memory exported by CUDA IPC, or a shared-memory
+ * file; registered with the inner md either way. */
+ucs_status_t Hub::create_arena(const InnerMd &md)
+{
+    const uint64_t size = settings_.geometry.arena_size();
+    bool cuda = false;
+#ifdef PXN_HAVE_CUDA
+    const bool inner_cuda = md.attr().cap.reg_mem_types &
+                            UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    if (settings_.arena == ArenaChoice::kCuda) {
+        if (!cuda_available() || !inner_cuda) {
+            ucs_error("pxn: UCX_PXN_ARENA=cuda but %s",
+                      !cuda_available() ? "no GPU is usable" :
+                      "the inner md cannot register GPU memory");
+            return UCS_ERR_UNSUPPORTED;
+        }
+        cuda = true;
+    } else if (settings_.arena == ArenaChoice::kAuto) {
+        cuda = inner_cuda && cuda_available();
+        if (inner_cuda && !cuda) {
+            static bool warned = false;
+            if (!warned) {
+                warned = true;
+                ucs_warn("pxn: inner %s registers GPU memory but no GPU is "
+                         "usable here: staging in host memory",
+                         net_->tl_name().c_str());
+            }
+        }
+    }
+    if (cuda || (net_->tl_name() == "cuda_ipc")) {
+        const CudaDriver *cu = CudaDriver::get();
+        if (cu == nullptr) {
+            return UCS_ERR_NO_DEVICE;
+        }
+        ucs_status_t status =
+                (settings_.cuda_device >= 0) ?
+                cu->use_device(settings_.cuda_device) :
+                cu->ensure_context(0, &cuda_device_);
+        if (status != UCS_OK) {
+            return status;
+        }
+        if (settings_.cuda_device >= 0) {
+            cuda_device_ = settings_.cuda_device;
+        }
+    }
+    if (cuda) {
+        const CudaDriver *cu = CudaDriver::get();
+        CUdeviceptr ptr;
+        CUresult result = cu->cuMemAlloc(&ptr, size);
+        if (result != CUDA_SUCCESS) {
+            ucs_error("pxn: cannot allocate the %lu-byte GPU arena on GPU %d: %s",
+                      size, cuda_device_, cu->error(result));
+            return UCS_ERR_NO_MEMORY;
+        }
+        cuda_arena_ = ptr;
+        CUipcMemHandle handle;
+        result = cu->cuIpcGetMemHandle(&handle, ptr);
+        if (result != CUDA_SUCCESS) {
+            ucs_error("pxn: cannot export the GPU arena: %s", cu->error(result));
+            return UCS_ERR_IO_ERROR;
+        }
+        ucs_status_t status = entry_->set_arena(abi::kArenaCudaIpc, &handle,
+                                                sizeof(handle));
+        if (status != UCS_OK) {
+            return status;
+        }
+        arena_base_ = reinterpret_cast<uint8_t*>(ptr);
+    }
+#endif
+    if (!cuda) {
+        UniqueFd fd;
+        ucs_status_t status = entry_->create_host_arena(&fd);
+        if (status == UCS_OK) {
+            status = arena_.map(fd.get(), size, "staging arena");
+        }
+        if (status != UCS_OK) {
+            return status;
+        }
+        arena_base_ = arena_.data();
+    }
+    ucs_status_t status = uct_md_mem_reg(net_->md(), arena_base_, size,
+                                         UCT_MD_MEM_ACCESS_ALL, &arena_memh_);
+    if (status != UCS_OK) {
+        ucs_error("pxn: failed to register the %lu-byte %s arena with inner md "
+                  "%s: %s", size, cuda ? "GPU" : "host",
+                  md.info().md_name.c_str(), ucs_status_string(status));
+        arena_memh_ = UCT_MEM_HANDLE_NULL;
+    }
+    return status;
+}
+
+void Hub::free_arena()
+{
+    if ((arena_memh_ != UCT_MEM_HANDLE_NULL) && (net_ != nullptr)) {
+        uct_md_mem_dereg(net_->md(), arena_memh_);
+        arena_memh_ = UCT_MEM_HANDLE_NULL;
+    }
+#ifdef PXN_HAVE_CUDA
+    if (cuda_arena_ != 0) {
+        CudaDriver::get()->cuMemFree(cuda_arena_);
+        cuda_arena_ = 0;
+    }
+#endif
+    arena_.reset();
+}
+
+void Hub::thread_init()
+{
+#ifdef PXN_HAVE_CUDA
+    /* cuda_ipc operations and the GPU arena need a context on this thread. */
+    if (cuda_device_ >= 0) {
+        CudaDriver::get()->use_device(cuda_device_);
+    }
+#endif
 }
 
 unsigned Hub::work()

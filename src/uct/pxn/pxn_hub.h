@@ -18,6 +18,7 @@
 #define PXN_UCT_PXN_HUB_H_
 
 #include <ucs/pxn/engine.h>
+#include "pxn_cuda.h"
 #include "pxn_net.h"
 #include "pxn_relay.h"
 #include "pxn_sender.h"
@@ -78,6 +79,7 @@ public:
     bool     may_sleep() override;
     void     woke() override;
     std::vector<int> wait_fds() override;
+    void     thread_init() override;
 
     abi::ProcessCounters &counters() const
     {
@@ -88,6 +90,8 @@ public:
 private:
     Hub() = default;
     ucs_status_t start(const InnerMd &md, const std::string &dev_name);
+    ucs_status_t create_arena(const InnerMd &md);
+    void         free_arena();
     ucs_status_t refresh_peers();
 
     Settings                       settings_;
@@ -100,7 +104,10 @@ private:
     std::unique_ptr<Net>           net_;
     std::unique_ptr<Registry>      registry_;
     std::unique_ptr<RegistryEntry> entry_;
-    SharedMapping                  arena_;
+    SharedMapping                  arena_;        /* host arena */
+    uint8_t                       *arena_base_ = nullptr;
+    uint64_t                       cuda_arena_ = 0; /* CUdeviceptr; 0: host */
+    int                            cuda_device_ = -1; /* -1: no CUDA used */
     uct_mem_h                      arena_memh_ = UCT_MEM_HANDLE_NULL;
     RelayWakeup                    wakeup_;
     std::unique_ptr<Relay>         relay_;

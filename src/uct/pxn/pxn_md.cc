@@ -1,5 +1,7 @@
 #include "pxn_md.h"
 
+#include "pxn_cuda.h"
+
 extern "C" {
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -10,6 +12,8 @@ extern "C" {
 #include <new>
 
 static const char *uct_pxn_connect_model_names[] = {"auto", "iface", "ep", NULL};
+static const char *uct_pxn_arena_names[]         = {"auto", "host", "cuda", NULL};
+static const char *uct_pxn_copy_names[]          = {"auto", "ce", "sm", NULL};
 
 /* Every UCX_PXN_* variable. Defaults here are the documented defaults. */
 ucs_config_field_t uct_pxn_md_config_table[] = {
@@ -58,6 +62,26 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      "with a spine); otherwise it fails. 'n' skips the attempt (rail-only\n"
      "fabrics, where it can only fail).",
      ucs_offsetof(uct_pxn_md_config_t, direct_fallback), UCS_CONFIG_TYPE_BOOL},
+
+    {"ARENA", "auto",
+     "Where a relay's staging arena lives: 'cuda' (GPU memory, exported by\n"
+     "CUDA IPC; needs an inner transport that registers GPU memory, e.g.\n"
+     "rc with GPUDirect RDMA or cuda_ipc), 'host' (shared memory), or\n"
+     "'auto' (cuda when a GPU is usable and the inner md registers it).",
+     ucs_offsetof(uct_pxn_md_config_t, arena),
+     UCS_CONFIG_TYPE_ENUM(uct_pxn_arena_names)},
+
+    {"COPY", "auto",
+     "How senders copy into a GPU arena: 'ce' (copy engine, one copy per\n"
+     "segment), 'sm' (one gather kernel per piece), or 'auto' (the kernel for\n"
+     "pieces of many or small GPU segments, the copy engine otherwise).",
+     ucs_offsetof(uct_pxn_md_config_t, copy),
+     UCS_CONFIG_TYPE_ENUM(uct_pxn_copy_names)},
+
+    {"CUDA_DEVICE", "-1",
+     "GPU of a relay's arena: -1 uses the device of the current CUDA context\n"
+     "(else GPU 0). Set it for ucx_pxn_relay.",
+     ucs_offsetof(uct_pxn_md_config_t, cuda_device), UCS_CONFIG_TYPE_INT},
 
     {"LANES", "7",
      "Inbound lanes of a relay: how many senders of this node can stage into\n"
@@ -117,6 +141,9 @@ pxn::Settings uct_pxn_md_settings(const uct_pxn_md_config_t *config)
     s.home_device = config->home_device;
     s.connect_model = static_cast<pxn::ConnectModel>(config->connect_model);
     s.direct_fallback = (config->direct_fallback != 0);
+    s.arena           = static_cast<pxn::ArenaChoice>(config->arena);
+    s.copy            = static_cast<pxn::CopyChoice>(config->copy);
+    s.cuda_device     = config->cuda_device;
     for (unsigned i = 0; i < config->net_tls.count; ++i) {
         s.net_tls.emplace_back(config->net_tls.names[i]);
     }
@@ -157,6 +184,10 @@ static ucs_status_t uct_pxn_md_query(uct_md_h tl_md, uct_md_attr_t *attr) noexce
     attr->cap.alloc_mem_types   = 0;
     attr->cap.reg_mem_types    |= UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->rkey_packed_size      = kPxnRkeyHeader + inner.rkey_packed_size;
+    /* Staging copies GPU memory with the copy engine or a kernel, so pxn can
+     * move it even where the inner md only registers it. */
+    attr->cap.detect_mem_types  = pxn::uct::cuda_available() ?
+                                  UCS_BIT(UCS_MEMORY_TYPE_CUDA) : 0;
     ucs_strncpy_zero(attr->component_name, "pxn", sizeof(attr->component_name));
     return UCS_OK;
 }
@@ -226,10 +257,19 @@ static int uct_pxn_md_is_sockaddr_accessible(uct_md_h, const ucs_sock_addr_t *,
     return 0;
 }
 
-static ucs_status_t uct_pxn_md_detect_memory_type(uct_md_h, const void *,
+/* UCP 1.13 labels GPU pointers HOST on some paths: pxn finds out itself. */
+static ucs_status_t uct_pxn_md_detect_memory_type(uct_md_h, const void *address,
                                                   size_t,
-                                                  ucs_memory_type_t *) noexcept
+                                                  ucs_memory_type_t *mem_type) noexcept
 {
+#ifdef PXN_HAVE_CUDA
+    const pxn::uct::CudaDriver *cu = pxn::uct::CudaDriver::get();
+    if (cu != nullptr) {
+        *mem_type = cu->is_device_pointer(address) ? UCS_MEMORY_TYPE_CUDA :
+                                                     UCS_MEMORY_TYPE_HOST;
+        return UCS_OK;
+    }
+#endif
     return UCS_ERR_UNSUPPORTED;
 }
 

@@ -28,6 +28,9 @@ typedef struct uct_pxn_md_config {
     char                     *home_device;
     int                      connect_model; /* pxn::ConnectModel */
     int                      direct_fallback;
+    int                      arena;         /* pxn::ArenaChoice */
+    int                      copy;          /* pxn::CopyChoice */
+    int                      cuda_device;
     unsigned                 lanes;
     unsigned                 slots;
     size_t                   slot_size;

@@ -16,6 +16,7 @@ namespace {
 
 constexpr size_t   kMaxQueued       = 4096;
 constexpr uint64_t kHealthPeriodNs  = 1000000; /* 1 ms */
+constexpr uint64_t kOpenMaxNs       = 50000;   /* 50 us */
 
 /* Waits, sleeping briefly, until done() or the deadline; control path. */
 template<typename Done>
@@ -87,12 +88,7 @@ ucs_status_t SendLane::open(Registry *registry, const PeerInfo &relay,
     lane->lane_index_ = claim.index;
     lane->block_      = lane->mapping_->lane(claim.index);
 
-    UniqueFd fd;
-    status = lane->mapping_->open_host_arena(&fd);
-    if (status == UCS_OK) {
-        status = lane->arena_.map(fd.get(), settings.geometry.arena_size(),
-                                  "relay arena");
-    }
+    status = lane->map_arena(relay, settings);
     if (status == UCS_OK) {
         status = lane->mapping_->open_wakeup(&lane->wakeup_);
     }
@@ -118,7 +114,9 @@ ucs_status_t SendLane::open(Registry *registry, const PeerInfo &relay,
     if (status != UCS_OK) {
         return status;
     }
-    lane->populate_slots();
+    if (lane->stager_ == nullptr) {
+        lane->populate_slots();
+    }
     lane->published_ = claim.initial_seq;
     lane->records_.resize(settings.geometry.slots);
     lane->plans_.resize(settings.geometry.max_plan);
@@ -128,6 +126,37 @@ ucs_status_t SendLane::open(Registry *registry, const PeerInfo &relay,
               claim.index, relay.identity.pid, relay.rail.c_str(), epoch);
     *lane_p = std::move(lane);
     return UCS_OK;
+}
+
+ucs_status_t SendLane::map_arena(const PeerInfo &relay, const Settings &settings)
+{
+#ifdef PXN_HAVE_CUDA
+    cu_ = CudaDriver::get();
+#endif
+    if (relay.arena_kind == abi::kArenaHostShm) {
+        UniqueFd fd;
+        ucs_status_t status = mapping_->open_host_arena(&fd);
+        if (status == UCS_OK) {
+            status = arena_.map(fd.get(), settings.geometry.arena_size(),
+                                "relay arena");
+        }
+        return status;
+    }
+#ifdef PXN_HAVE_CUDA
+    if (relay.arena_kind == abi::kArenaCudaIpc) {
+        const CopyPolicy policy =
+                (settings.copy == CopyChoice::kCe) ? CopyPolicy::kCopyEngine :
+                (settings.copy == CopyChoice::kSm) ? CopyPolicy::kSm :
+                                                     CopyPolicy::kAuto;
+        bounce_.resize(65536);
+        return CudaStager::open(relay.arena_handle.data(), lane_index_,
+                                settings.geometry, &block_.producer(), policy,
+                                &stager_);
+    }
+#endif
+    ucs_debug("pxn: relay pid %u has an arena this process cannot use (kind %u)",
+              relay.identity.pid, relay.arena_kind);
+    return UCS_ERR_UNSUPPORTED;
 }
 
 /* Faults in this lane's slots once, on the control path: a first touch of a
@@ -417,6 +446,11 @@ ucs_status_t SendLane::get_now(SendOwner *owner, uint32_t route, uint32_t rkey,
 
 uint8_t *SendLane::slot_ptr(uint64_t seq) const
 {
+#ifdef PXN_HAVE_CUDA
+    if (stager_ != nullptr) {
+        return stager_->slot(slot_of(seq, geometry_.slots));
+    }
+#endif
     return arena_.data() + slot_offset(lane_index_, slot_of(seq, geometry_.slots),
                                        geometry_.slots, geometry_.slot_size);
 }
@@ -450,6 +484,7 @@ bool SendLane::open_piece(abi::Op op, uint32_t route)
     }
     stall_since_ns_ = 0;
     open_           = true;
+    open_since_ns_  = monotonic_ns();
     open_seq_       = seq;
     open_op_        = op;
     open_route_     = route;
@@ -488,7 +523,7 @@ uint64_t SendLane::append(SendRequest *req)
                                     geometry_.slot_size - open_len_);
         const uint64_t local = seg.addr + req->seg_offset;
         if (req->op == abi::kOpPut) {
-            memcpy(slot + open_len_, reinterpret_cast<const void*>(local), n);
+            stage_bytes(slot, reinterpret_cast<const void*>(local), n);
         } else {
             record.get_dest.push_back({local, n, nullptr, nullptr});
         }
@@ -507,6 +542,25 @@ uint64_t SendLane::append(SendRequest *req)
     return total;
 }
 
+/* Copies `length` source bytes to the open piece's slot at open_len_. */
+void SendLane::stage_bytes(uint8_t *slot, const void *src, uint64_t length)
+{
+#ifdef PXN_HAVE_CUDA
+    if (stager_ != nullptr) {
+        /* GPU arena: copied when the piece is published. */
+        stager_->add(slot_of(open_seq_, geometry_.slots), src, open_len_, length);
+        return;
+    }
+    if ((cu_ != nullptr) && cu_->is_device_pointer(src)) {
+        /* GPU source, host arena: the CPU must not read it. */
+        cu_->cuMemcpy(reinterpret_cast<CUdeviceptr>(slot + open_len_),
+                      reinterpret_cast<CUdeviceptr>(src), length);
+        return;
+    }
+#endif
+    memcpy(slot + open_len_, src, length);
+}
+
 void SendLane::publish()
 {
     const uint32_t slot = slot_of(open_seq_, geometry_.slots);
@@ -514,8 +568,25 @@ void SendLane::publish()
                      open_op_, open_route_, plans_.data(), nplans_);
     abi::LaneProducer &producer = block_.producer();
     abi::store_release(producer.head, open_seq_);
-    /* Host staging: the copy is complete, the doorbell follows at once. */
-    abi::store_release(producer.doorbell, open_seq_);
+#ifdef PXN_HAVE_CUDA
+    if (stager_ != nullptr) {
+        /* The copies, then the doorbell, on the lane's stream. Until the
+         * doorbell nothing is published: a failure here may still fail
+         * over, the lane is quarantined. */
+        if ((open_op_ == abi::kOpPut) &&
+            (stager_->commit(open_seq_, slot) != UCS_OK)) {
+            quarantine();
+            return;
+        }
+        if (open_op_ == abi::kOpGet) {
+            abi::store_release(producer.doorbell, open_seq_);
+        }
+    } else
+#endif
+    {
+        /* Host staging: the copy is complete, the doorbell follows at once. */
+        abi::store_release(producer.doorbell, open_seq_);
+    }
     published_ = open_seq_;
     open_      = false;
     abi::bump(counters_->pieces);
@@ -605,11 +676,7 @@ unsigned SendLane::reap()
         if ((record.op == abi::kOpGet) && (status == UCS_OK)) {
             const uint8_t *src = slot_ptr(seq);
             for (const auto &dest : record.get_dest) {
-                if (dest.unpack != nullptr) {
-                    dest.unpack(dest.arg, src, dest.length);
-                } else {
-                    memcpy(reinterpret_cast<void*>(dest.addr), src, dest.length);
-                }
+                copy_out(dest, src);
                 src += dest.length;
             }
         }
@@ -621,6 +688,45 @@ unsigned SendLane::reap()
         ++work;
     }
     return work;
+}
+
+/* A GET reply from its slot to where it goes. */
+void SendLane::copy_out(const SlotRecord::GetDest &dest, const uint8_t *src)
+{
+#ifdef PXN_HAVE_CUDA
+    if (stager_ != nullptr) {
+        if (dest.unpack != nullptr) {
+            bounce_.resize(std::max<size_t>(bounce_.size(), dest.length));
+            stager_->copy_out(bounce_.data(), src, dest.length);
+            dest.unpack(dest.arg, bounce_.data(), dest.length);
+        } else {
+            stager_->copy_out(reinterpret_cast<void*>(dest.addr), src,
+                              dest.length);
+        }
+        return;
+    }
+    if ((dest.unpack == nullptr) && (cu_ != nullptr) &&
+        cu_->is_device_pointer(reinterpret_cast<void*>(dest.addr))) {
+        cu_->cuMemcpy(dest.addr, reinterpret_cast<CUdeviceptr>(src), dest.length);
+        return;
+    }
+#endif
+    if (dest.unpack != nullptr) {
+        dest.unpack(dest.arg, src, dest.length);
+    } else {
+        memcpy(reinterpret_cast<void*>(dest.addr), src, dest.length);
+    }
+}
+
+/* A staging copy or doorbell could not be enqueued: the piece was never
+ * published. Everything on the lane fails (or falls back), and the lane is
+ * given back so that the relay does not wait for the doorbell. */
+void SendLane::quarantine()
+{
+    ucs_warn("pxn: GPU staging into relay pid %u failed: lane quarantined",
+             relay().identity.pid);
+    fail_all(UCS_ERR_IO_ERROR);
+    mapping_->release_lane(self_, lane_index_);
 }
 
 void SendLane::fail_all(ucs_status_t status)
@@ -718,8 +824,19 @@ unsigned SendLane::progress()
         return 0;
     }
     unsigned work = reap();
+#ifdef PXN_HAVE_CUDA
+    if ((stager_ != nullptr) && !stager_->idle() && (stager_->progress() != 0)) {
+        wakeup_.notify();
+        ++work;
+    }
+#endif
     work += stage();
-    if (open_) {
+    /* An open piece keeps filling while the relay is busy with earlier
+     * ones (small operations then share a slot instead of taking one
+     * each); it goes out at once when the relay has nothing else, and
+     * after kOpenMaxNs in any case. */
+    if (open_ && ((window_.in_flight() <= 1) ||
+                  (monotonic_ns() - open_since_ns_ > kOpenMaxNs))) {
         publish();
         ++work;
     }

@@ -11,7 +11,8 @@
  *
  * Pieces are filled across operations: consecutive operations of the same
  * kind (put/get) to the same route share a piece until it is full; an open
- * piece is published by the next progress() or flush. A request completes
+ * piece is published by progress() when the relay has nothing else in
+ * flight or after 50 us, and by flush. A request completes
  * when all its bytes were staged and every piece carrying them was reaped,
  * so a piece can never complete a request early.
  *
@@ -27,6 +28,8 @@
  */
 #ifndef PXN_UCT_PXN_SENDER_H_
 #define PXN_UCT_PXN_SENDER_H_
+
+#include "pxn_stager.h"
 
 #include <ucs/pxn/abi.h>
 #include <ucs/pxn/address.h>
@@ -179,7 +182,12 @@ private:
 
     SendLane() = default;
 
+    ucs_status_t map_arena(const PeerInfo &relay, const Settings &settings);
     void         populate_slots();
+    void         stage_bytes(uint8_t *slot, const void *src, uint64_t length);
+    void         copy_out(const SlotRecord::GetDest &dest,
+                          const uint8_t *src);
+    void         quarantine();
     ucs_status_t wait_route_reply(uint32_t route, uint64_t gen);
     ucs_status_t reestablish();
     SendRequest *alloc_request();
@@ -207,7 +215,12 @@ private:
     uint32_t                      rail_hash_  = 0;
     Geometry                      geometry_;
     uint64_t                      credit_timeout_ns_ = 0;
-    SharedMapping                 arena_;
+    SharedMapping                 arena_;     /* host arena */
+#ifdef PXN_HAVE_CUDA
+    std::unique_ptr<CudaStager>   stager_;    /* GPU arena */
+    const CudaDriver             *cu_ = nullptr;
+    std::vector<uint8_t>          bounce_;
+#endif
     SenderWakeup                  wakeup_;
     SendWindow                    window_;
     uint64_t                      published_ = 0;
@@ -228,6 +241,7 @@ private:
     abi::Op                       open_op_    = abi::kOpPut;
     uint32_t                      open_route_ = 0;
     uint64_t                      open_len_   = 0;
+    uint64_t                      open_since_ns_ = 0;
     std::vector<abi::Plan>        plans_;
     uint32_t                      nplans_     = 0;
 
@@ -254,7 +268,23 @@ ucs_status_t SendLane::put_now(SendOwner *owner, uint32_t route, uint32_t rkey,
          !open_piece(abi::kOpPut, route))) {
         return UCS_ERR_NO_RESOURCE;
     }
-    *length = pack(slot_ptr(open_seq_) + open_len_);
+#ifdef PXN_HAVE_CUDA
+    if (stager_ != nullptr) {
+        /* A GPU slot: pack on the host, then stage it like any source.
+         * The bounce buffer is reused at once: copy it now. */
+        bounce_.resize(std::max<size_t>(bounce_.size(), max_length));
+        *length = pack(bounce_.data());
+        if ((*length != 0) &&
+            (stager_->copy_now(slot_of(open_seq_, geometry_.slots),
+                               bounce_.data(), open_len_, *length) != UCS_OK)) {
+            quarantine();
+            return UCS_ERR_IO_ERROR;
+        }
+    } else
+#endif
+    {
+        *length = pack(slot_ptr(open_seq_) + open_len_);
+    }
     if (*length == 0) {
         return UCS_OK; /* nothing to deliver */
     }

@@ -215,7 +215,8 @@ TEST_F(PxnComponent, UcxInfoShowsComponentAndEveryVariable)
     auto config = pxn_test::run_program({info, "-cf"});
     ASSERT_EQ(0, config.exit_code);
     for (const char *var : {"GROUP", "NODE_ID", "RAIL_MAP", "NET_TLS",
-                            "HOME_DEVICE", "NET_CONNECT", "FALLBACK", "LANES", "SLOTS", "SLOT_SIZE",
+                            "HOME_DEVICE", "NET_CONNECT", "FALLBACK", "ARENA", "COPY",
+                            "CUDA_DEVICE", "LANES", "SLOTS", "SLOT_SIZE",
                             "MAX_PLAN", "INFLIGHT_DEPTH", "CREDIT_TIMEOUT",
                             "HEARTBEAT_TIMEOUT", "RELAY_SLICE",
                             "RELAY_SLICE_MERGE"}) {
