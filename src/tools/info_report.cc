@@ -155,8 +155,9 @@ void text_header(const EntrySnapshot &e, uint64_t now, std::string *out)
     *out += strformat("  sender: pieces %" PRIu64 " bytes %" PRIu64
                       " credit_stalls %" PRIu64 " failed_ops %" PRIu64
                       " fallback_ops %" PRIu64 " fallback_bytes %" PRIu64
-                      " lanes %" PRIu64 "\n", s.pieces, s.bytes, s.credit_stalls,
-                      s.failed_ops, s.fallback_ops, s.fallback_bytes, s.lanes);
+                      " lanes %" PRIu64 " gather_pieces %" PRIu64 "\n", s.pieces,
+                      s.bytes, s.credit_stalls, s.failed_ops, s.fallback_ops,
+                      s.fallback_bytes, s.lanes, s.gather_pieces);
 }
 
 void text_entry(const EntrySnapshot &e, uint64_t now, std::string *out)
@@ -322,7 +323,8 @@ void json_entry(const EntrySnapshot &e, uint64_t now, Json &j)
     j.begin('{', "sender").num("pieces", s.pieces).num("bytes", s.bytes)
      .num("credit_stalls", s.credit_stalls).num("failed_ops", s.failed_ops)
      .num("fallback_ops", s.fallback_ops).num("fallback_bytes", s.fallback_bytes)
-     .num("lanes", s.lanes).end('}').end('}');
+     .num("lanes", s.lanes).num("gather_pieces", s.gather_pieces)
+     .end('}').end('}');
     j.begin('[', "lanes");
     for (size_t i = 0; i < e.lanes.size(); ++i) {
         const LaneSnapshot &l = e.lanes[i];

@@ -39,6 +39,7 @@ struct Options {
     unsigned                 reps   = 3;
     size_t                   total  = 256ul << 20; /* bytes per measurement */
     int                      wait_mode = 1; /* PXN_PEER_YIELD */
+    bool                     gpu = false;   /* GPU buffers, cuda_ipc, no netns */
     std::vector<std::string> env;
     std::string              peer;
 };
@@ -84,20 +85,31 @@ public:
         std::vector<std::string> env = {"PXN_PEER_YIELD=" +
                                         std::to_string(opt_.wait_mode)};
         std::string md = "tcp", tl = "tcp", dev = "rail" + std::to_string(rail);
+        std::string ns = opt_.prefix + "-n" + std::to_string(node) + "r" +
+                         std::to_string(rail);
+        if (opt_.gpu) {
+            md = "cuda_ipc", tl = "cuda_ipc", dev = "cuda", ns = "";
+        }
         if (pxn) {
             env.insert(env.end(),
                        {"UCX_PXN_NODE_ID=node" + std::to_string(node),
                         "UCX_PXN_GROUP=" + opt_.prefix + "-bench-node" +
-                        std::to_string(node),
-                        "UCX_PXN_HOME_DEVICE=rail" + std::to_string(rail),
-                        "UCX_PXN_NET_TLS=tcp"});
+                        std::to_string(node)});
+            if (opt_.gpu) {
+                env.insert(env.end(), {"UCX_PXN_NET_TLS=cuda_ipc",
+                                       "UCX_PXN_RAIL_MAP=cuda:rail" +
+                                       std::to_string(rail)});
+                md = "pxn_cuda_ipc", tl = "pxn", dev = "cuda";
+            } else {
+                env.insert(env.end(), {"UCX_PXN_NET_TLS=tcp",
+                                       "UCX_PXN_HOME_DEVICE=rail" +
+                                       std::to_string(rail)});
+                md = "pxn_tcp", tl = "pxn", dev = "front";
+            }
             env.insert(env.end(), opt_.env.begin(), opt_.env.end());
-            md = "pxn_tcp", tl = "pxn", dev = "front";
         }
         peers_.emplace_back(new PeerProcess());
         std::string error;
-        const std::string ns = opt_.prefix + "-n" + std::to_string(node) + "r" +
-                               std::to_string(rail);
         if (!peers_.back()->start(opt_.peer, ns, env, md, tl, dev, &error)) {
             die(name_ + ": " + error + " (is the topology up? contrib/topology.sh up)");
         }
@@ -109,13 +121,15 @@ public:
         sender_ = sender;
         target_ = target;
         auto info  = split(target->call("info"));
-        auto alloc = split(target->call("alloc " + std::to_string(buffer)));
+        const std::string where = opt_.gpu ? " cuda" : "";
+        auto alloc = split(target->call("alloc " + std::to_string(buffer) + where));
         if ((info.size() != 4) || (alloc.size() != 3)) {
             die(name_ + ": target setup failed");
         }
         addr_ = alloc[1];
         rkey_ = alloc[2];
-        if ((sender->call("alloc " + std::to_string(buffer)) .compare(0, 5, "alloc") != 0) ||
+        if ((sender->call("alloc " + std::to_string(buffer) + where).compare(0, 5,
+                                                                      "alloc") != 0) ||
             (sender->call("fill 5") != "ok") ||
             (sender->call("connect " + info[1] + " " + info[2]) != "ok")) {
             die(name_ + ": connect failed");
@@ -171,7 +185,8 @@ double median(std::vector<double> v)
 int main(int argc, char **argv)
 {
     Options o;
-    o.peer = std::string(PXN_BUILD_DIR) + "/src/tools/ucx_pxn_peer";
+    const char *build = getenv("PXN_BUILD_DIR"); /* a copy of the build */
+    o.peer = std::string(build ? build : PXN_BUILD_DIR) + "/src/tools/ucx_pxn_peer";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&]() -> std::string {
@@ -201,12 +216,14 @@ int main(int argc, char **argv)
             if (o.wait_mode < 0) {
                 die("--wait takes spin, yield or sleep");
             }
+        } else if (a == "--gpu") {
+            o.gpu = true;
         } else if (a == "--env") {
             o.env.push_back(value());
         } else {
             fprintf(stderr,
                     "usage: ucx_pxn_bench [--prefix P] [--sizes 4K,1M,...] "
-                    "[--reps N] [--total BYTES] [--wait spin|yield|sleep]\n"
+                    "[--reps N] [--total BYTES] [--wait spin|yield|sleep] [--gpu]\n"
                     "                     [--env UCX_PXN_X=v]...\n");
             return 2;
         }
@@ -228,8 +245,9 @@ int main(int argc, char **argv)
                              idle_before) / 2;
 
     static const char *waits[] = {"spinning", "yielding", "sleeping"};
-    printf("ucx_pxn_bench: UCT put_zcopy, tcp over emulated rails, %u reps, "
-           "%s applications\n", o.reps, waits[o.wait_mode]);
+    printf("ucx_pxn_bench: UCT put_zcopy, %s, %u reps, %s applications\n",
+           o.gpu ? "GPU memory, cuda_ipc, one GPU" : "tcp over emulated rails",
+           o.reps, waits[o.wait_mode]);
     printf("%8s %10s | %10s %10s | %10s %10s | %6s\n", "size", "bytes",
            "direct", "MB/s", "pxn", "MB/s", "ratio");
     printf("%8s %10s | %10s %10s | %10s %10s | %6s\n", "", "", "Kmsg/s", "",

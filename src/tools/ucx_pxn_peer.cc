@@ -8,8 +8,9 @@
  *
  * Commands (one line each, answers one line; blobs in hex):
  *   info                          -> info <dev addr> <iface addr> <to_ep 0|1>
- *   alloc <bytes>                 -> alloc <address> <packed rkey>
- *         the buffer has 4 KiB canaries before and after it
+ *   alloc <bytes> [cuda]          -> alloc <address> <packed rkey>
+ *         the buffer has 4 KiB canaries before and after it; "cuda": in
+ *         GPU memory (fill/check copy through the host)
  *   fill <seed>                   -> ok            pattern over the buffer
  *   check <seed> <offset> <len>   -> ok | bad <first bad byte> | canary
  *   reachable <dev> <iface>       -> 1 | 0
@@ -29,6 +30,9 @@
  *   quit
  */
 #include <ucs/pxn/abi.h>
+#ifdef PXN_HAVE_CUDA
+#include <uct/pxn/pxn_cuda.h>
+#endif
 
 #include <uct/api/uct.h>
 
@@ -61,13 +65,43 @@ struct Peer {
     uct_iface_h          iface  = nullptr;
     uct_iface_attr_t     attr{};
     uct_ep_h             ep     = nullptr;
-    std::vector<uint8_t> memory; /* canary | buffer | canary */
+    std::vector<uint8_t> memory; /* canary | buffer | canary (host view) */
+    uint8_t             *gpu    = nullptr; /* same layout in GPU memory */
     uct_mem_h            memh   = UCT_MEM_HANDLE_NULL;
     size_t               size   = 0;
     std::vector<uct_rkey_bundle_t> rkeys;
 
-    uint8_t *buffer() { return memory.data() + kCanary; }
+    /* The buffer operations use (GPU memory when allocated there). */
+    uint8_t *buffer() { return (gpu ? gpu : memory.data()) + kCanary; }
+    uint8_t *host() { return memory.data() + kCanary; }
 };
+
+#ifdef PXN_HAVE_CUDA
+const pxn::uct::CudaDriver *cuda()
+{
+    const pxn::uct::CudaDriver *cu = pxn::uct::CudaDriver::get();
+    int device;
+    if ((cu == nullptr) || (cu->ensure_context(0, &device) != UCS_OK)) {
+        return nullptr;
+    }
+    return cu;
+}
+
+/* GPU buffer <-> its host view (whole allocation, canaries included). */
+void gpu_sync(Peer &p, bool to_gpu)
+{
+    const size_t total = p.memory.size();
+    if (to_gpu) {
+        cuda()->cuMemcpy(reinterpret_cast<CUdeviceptr>(p.gpu),
+                         reinterpret_cast<CUdeviceptr>(p.memory.data()), total);
+    } else {
+        cuda()->cuMemcpy(reinterpret_cast<CUdeviceptr>(p.memory.data()),
+                         reinterpret_cast<CUdeviceptr>(p.gpu), total);
+    }
+}
+#else
+void gpu_sync(Peer &, bool) {}
+#endif
 
 /* PXN_PEER_YIELD=1: give the CPU away whenever progress finds nothing to
  * do (a polite application; on small machines the relay and the target
@@ -201,10 +235,33 @@ std::string cmd_info(Peer &p)
            hex(iface.data(), iface.size()) + " " + (to_ep ? "1" : "0");
 }
 
-std::string cmd_alloc(Peer &p, size_t size)
+std::string cmd_alloc(Peer &p, size_t size, bool on_gpu)
 {
     p.size = size;
     p.memory.assign(size + 2 * kCanary, kCanaryByte);
+    if (p.memh != UCT_MEM_HANDLE_NULL) {
+        uct_md_mem_dereg(p.md, p.memh);
+        p.memh = UCT_MEM_HANDLE_NULL;
+    }
+#ifdef PXN_HAVE_CUDA
+    if (p.gpu != nullptr) {
+        cuda()->cuMemFree(reinterpret_cast<CUdeviceptr>(p.gpu));
+        p.gpu = nullptr;
+    }
+    if (on_gpu) {
+        CUdeviceptr ptr;
+        if ((cuda() == nullptr) ||
+            (cuda()->cuMemAlloc(&ptr, p.memory.size()) != CUDA_SUCCESS)) {
+            return "err no GPU memory";
+        }
+        p.gpu = reinterpret_cast<uint8_t*>(ptr);
+        gpu_sync(p, true);
+    }
+#else
+    if (on_gpu) {
+        return "err built without CUDA";
+    }
+#endif
     std::string rkey = "-";
     if (p.md_attr.cap.flags & UCT_MD_FLAG_REG) {
         ucs_status_t status = uct_md_mem_reg(p.md, p.buffer(), size,
@@ -222,6 +279,9 @@ std::string cmd_alloc(Peer &p, size_t size)
 
 std::string cmd_check(Peer &p, uint64_t seed, size_t offset, size_t length)
 {
+    if (p.gpu != nullptr) {
+        gpu_sync(p, false);
+    }
     for (size_t i = 0; i < kCanary; ++i) {
         if ((p.memory[i] != kCanaryByte) ||
             (p.memory[kCanary + p.size + i] != kCanaryByte)) {
@@ -229,7 +289,7 @@ std::string cmd_check(Peer &p, uint64_t seed, size_t offset, size_t length)
         }
     }
     for (size_t i = offset; i < offset + length; ++i) {
-        if (p.buffer()[i] != pattern(seed, i)) {
+        if (p.host()[i] != pattern(seed, i)) {
             return "bad " + std::to_string(i);
         }
     }
@@ -388,7 +448,8 @@ std::string cmd_counters()
        << " sent_pieces=" << c.sender.pieces << " sent_bytes=" << c.sender.bytes
        << " credit_stalls=" << c.sender.credit_stalls
        << " failed_ops=" << c.sender.failed_ops
-       << " fallback_bytes=" << c.sender.fallback_bytes;
+       << " fallback_bytes=" << c.sender.fallback_bytes
+       << " gather_pieces=" << c.sender.gather_pieces;
     return os.str();
 }
 
@@ -428,13 +489,17 @@ int main(int argc, char **argv)
             reply = cmd_info(p);
         } else if (cmd == "alloc") {
             size_t size;
-            in >> size;
-            reply = cmd_alloc(p, size);
+            std::string where;
+            in >> size >> where;
+            reply = cmd_alloc(p, size, where == "cuda");
         } else if (cmd == "fill") {
             uint64_t seed;
             in >> seed;
             for (size_t i = 0; i < p.size; ++i) {
-                p.buffer()[i] = pattern(seed, i);
+                p.host()[i] = pattern(seed, i);
+            }
+            if (p.gpu != nullptr) {
+                gpu_sync(p, true);
             }
             reply = "ok";
         } else if (cmd == "check") {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -17,9 +18,13 @@ static std::string read_file(const std::string &path)
 
 int main(int argc, char **argv)
 {
-    const std::string built = std::string(PXN_BUILD_DIR) +
+    /* $PXN_BUILD_DIR / $PXN_MODULE_INSTALLED: a copy of the build run
+     * elsewhere (the GPU machine). */
+    const char *build_env  = getenv("PXN_BUILD_DIR");
+    const char *module_env = getenv("PXN_MODULE_INSTALLED");
+    const std::string built = std::string(build_env ? build_env : PXN_BUILD_DIR) +
                               "/.libs/libuct_pxn.so.0.0.0";
-    const std::string installed = PXN_MODULE_INSTALLED;
+    const std::string installed = module_env ? module_env : PXN_MODULE_INSTALLED;
     const std::string a = read_file(built), b = read_file(installed);
     if (a.empty() || (a != b)) {
         fprintf(stderr,

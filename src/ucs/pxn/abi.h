@@ -147,7 +147,7 @@ struct alignas(kCacheLine) SenderCounters {
     uint64_t fallback_ops;  /* sent on a direct path instead */
     uint64_t fallback_bytes;
     uint64_t lanes;         /* lanes currently held */
-    uint64_t reserved;
+    uint64_t gather_pieces; /* GPU pieces staged by the gather kernel */
 };
 
 struct ProcessCounters {

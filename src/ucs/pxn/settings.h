@@ -77,6 +77,7 @@ struct Settings {
     ArenaChoice              arena         = ArenaChoice::kAuto;
     CopyChoice               copy          = CopyChoice::kAuto;
     int                      cuda_device   = -1; /* -1: current context's */
+    bool                     gpu_doorbell  = true; /* false: CPU after event */
     Geometry                 geometry;
     uint32_t                 inflight_depth    = 4;
     double                   credit_timeout    = 1.0; /* seconds */

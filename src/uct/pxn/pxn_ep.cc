@@ -275,6 +275,21 @@ ucs_status_t Ep::lane_rkey(uct_rkey_t rkey, uint32_t *index)
     return lane_->rkey_index(key->packed, key->length, index);
 }
 
+/* UCP 1.13 may hand a GPU pointer to put_short as host memory: the CPU must
+ * not read it. */
+void Ep::copy_from_user(void *dest, const void *src, size_t length)
+{
+#ifdef PXN_HAVE_CUDA
+    const CudaDriver *cu = CudaDriver::get();
+    if ((cu != nullptr) && cu->is_device_pointer(src)) {
+        cu->cuMemcpy(reinterpret_cast<CUdeviceptr>(dest),
+                     reinterpret_cast<CUdeviceptr>(src), length);
+        return;
+    }
+#endif
+    memcpy(dest, src, length);
+}
+
 ucs_status_t Ep::put_short(const void *buffer, unsigned length,
                            uint64_t remote_addr, uct_rkey_t rkey)
 {
@@ -289,7 +304,7 @@ ucs_status_t Ep::put_short(const void *buffer, unsigned length,
     size_t packed;
     status = lane_->put_now(this, route_, index, remote_addr, length,
                             [&](uint8_t *dest) {
-                                memcpy(dest, buffer, length);
+                                copy_from_user(dest, buffer, length);
                                 return size_t(length);
                             }, &packed);
     issued_ += (status == UCS_OK) && (packed != 0);

@@ -109,6 +109,7 @@ private:
         uint32_t            posted = 0; /* segments posted */
     };
 
+    static void  copy_from_user(void *dest, const void *src, size_t length);
     ucs_status_t ready();
     ucs_status_t lane_rkey(uct_rkey_t rkey, uint32_t *index);
     bool         post_direct(DirectOp &op);

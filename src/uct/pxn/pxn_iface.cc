@@ -267,6 +267,7 @@ static void uct_pxn_iface_vfs_refresh(uct_iface_h tl_iface) noexcept
         {&c.sender.fallback_ops, "sender/fallback_ops"},
         {&c.sender.fallback_bytes, "sender/fallback_bytes"},
         {&c.sender.lanes, "sender/lanes"},
+        {&c.sender.gather_pieces, "sender/gather_pieces"},
     };
     for (const auto &counter : counters) {
         ucs_vfs_obj_add_ro_file(tl_iface, ucs_vfs_show_primitive, counter.value,

@@ -83,6 +83,12 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      "(else GPU 0). Set it for ucx_pxn_relay.",
      ucs_offsetof(uct_pxn_md_config_t, cuda_device), UCS_CONFIG_TYPE_INT},
 
+    {"GPU_DOORBELL", "y",
+     "Ring a GPU arena's doorbell from the GPU (cuStreamWriteValue64 after\n"
+     "the copy, when it works). 'n': record an event and ring it from the CPU\n"
+     "once the copy is done.",
+     ucs_offsetof(uct_pxn_md_config_t, gpu_doorbell), UCS_CONFIG_TYPE_BOOL},
+
     {"LANES", "7",
      "Inbound lanes of a relay: how many senders of this node can stage into\n"
      "it at once (one per other GPU of an 8-GPU node). 1..64.",
@@ -144,6 +150,7 @@ pxn::Settings uct_pxn_md_settings(const uct_pxn_md_config_t *config)
     s.arena           = static_cast<pxn::ArenaChoice>(config->arena);
     s.copy            = static_cast<pxn::CopyChoice>(config->copy);
     s.cuda_device     = config->cuda_device;
+    s.gpu_doorbell    = (config->gpu_doorbell != 0);
     for (unsigned i = 0; i < config->net_tls.count; ++i) {
         s.net_tls.emplace_back(config->net_tls.names[i]);
     }
@@ -182,7 +189,6 @@ static ucs_status_t uct_pxn_md_query(uct_md_h tl_md, uct_md_attr_t *attr) noexce
     attr->cap.flags            |= UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
     attr->cap.max_alloc         = 0;
     attr->cap.alloc_mem_types   = 0;
-    attr->cap.reg_mem_types    |= UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->rkey_packed_size      = kPxnRkeyHeader + inner.rkey_packed_size;
     /* Staging copies GPU memory with the copy engine or a kernel, so pxn can
      * move it even where the inner md only registers it. */

@@ -31,6 +31,7 @@ typedef struct uct_pxn_md_config {
     int                      arena;         /* pxn::ArenaChoice */
     int                      copy;          /* pxn::CopyChoice */
     int                      cuda_device;
+    int                      gpu_doorbell;
     unsigned                 lanes;
     unsigned                 slots;
     size_t                   slot_size;

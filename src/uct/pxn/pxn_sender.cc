@@ -151,7 +151,7 @@ ucs_status_t SendLane::map_arena(const PeerInfo &relay, const Settings &settings
         bounce_.resize(65536);
         return CudaStager::open(relay.arena_handle.data(), lane_index_,
                                 settings.geometry, &block_.producer(), policy,
-                                &stager_);
+                                settings.gpu_doorbell, &stager_);
     }
 #endif
     ucs_debug("pxn: relay pid %u has an arena this process cannot use (kind %u)",
@@ -573,11 +573,13 @@ void SendLane::publish()
         /* The copies, then the doorbell, on the lane's stream. Until the
          * doorbell nothing is published: a failure here may still fail
          * over, the lane is quarantined. */
+        const uint64_t gathered = stager_->stats().sm_pieces;
         if ((open_op_ == abi::kOpPut) &&
             (stager_->commit(open_seq_, slot) != UCS_OK)) {
             quarantine();
             return;
         }
+        abi::bump(counters_->gather_pieces, stager_->stats().sm_pieces - gathered);
         if (open_op_ == abi::kOpGet) {
             abi::store_release(producer.doorbell, open_seq_);
         }

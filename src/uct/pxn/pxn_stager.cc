@@ -34,6 +34,7 @@ constexpr unsigned kGatherThreads   = 256; /* to the application's kernels */
 ucs_status_t CudaStager::open(const uint8_t *ipc_handle, uint32_t lane,
                               const Geometry &geometry,
                               abi::LaneProducer *producer, CopyPolicy policy,
+                              bool gpu_doorbell,
                               std::unique_ptr<CudaStager> *stager_p)
 {
     std::unique_ptr<CudaStager> s(new CudaStager());
@@ -81,7 +82,8 @@ ucs_status_t CudaStager::open(const uint8_t *ipc_handle, uint32_t lane,
     void *first          = reinterpret_cast<void*>(
             reinterpret_cast<uintptr_t>(&producer->doorbell) & ~(page - 1));
     CUdeviceptr mapped;
-    if ((cu_->cuMemHostRegister(first, page, CU_MEMHOSTREGISTER_DEVICEMAP |
+    if (gpu_doorbell &&
+        (cu_->cuMemHostRegister(first, page, CU_MEMHOSTREGISTER_DEVICEMAP |
                                              CU_MEMHOSTREGISTER_PORTABLE) ==
          CUDA_SUCCESS)) {
         s->registered_ = first;

@@ -61,6 +61,7 @@ public:
     static ucs_status_t open(const uint8_t *ipc_handle, uint32_t lane,
                              const Geometry &geometry,
                              abi::LaneProducer *producer, CopyPolicy policy,
+                             bool gpu_doorbell,
                              std::unique_ptr<CudaStager> *stager);
 
     /* Address of a slot in this process. */

@@ -135,7 +135,15 @@ ChildResult run_program(const std::vector<std::string> &argv,
 
 std::string build_dir()
 {
-    return PXN_BUILD_DIR;
+    /* Overridable to run the suite from a copy of the build elsewhere. */
+    const char *dir = getenv("PXN_BUILD_DIR");
+    return dir ? dir : PXN_BUILD_DIR;
+}
+
+std::string ucx_prefix()
+{
+    const char *prefix = getenv("PXN_UCX_PREFIX");
+    return prefix ? prefix : PXN_UCX_PREFIX;
 }
 
 static int remove_entry(const char *path, const struct stat *, int, struct FTW *)

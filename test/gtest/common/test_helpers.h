@@ -59,8 +59,12 @@ struct ChildResult {
 ChildResult run_program(const std::vector<std::string> &argv,
                         const std::vector<std::string> &env = {});
 
-/* Directory of the build tree (for helper programs). */
+/* Directory of the build tree (for helper programs); $PXN_BUILD_DIR
+ * overrides it. */
 std::string build_dir();
+
+/* UCX install prefix; $PXN_UCX_PREFIX overrides it. */
+std::string ucx_prefix();
 
 /* Removes a file or a directory tree without following symlinks. */
 void remove_tree(const std::string &path);

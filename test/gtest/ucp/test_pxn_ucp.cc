@@ -174,7 +174,7 @@ protected:
 
     static std::string ucx_bin(const std::string &name)
     {
-        return std::string(PXN_UCX_PREFIX) + "/bin/" + name;
+        return pxn_test::ucx_prefix() + "/bin/" + name;
     }
 
     static std::string rma_check()

@@ -206,7 +206,7 @@ TEST_F(PxnComponent, RejectsEmptyInnerTransportList)
 
 TEST_F(PxnComponent, UcxInfoShowsComponentAndEveryVariable)
 {
-    const std::string info = std::string(PXN_UCX_PREFIX) + "/bin/ucx_info";
+    const std::string info = pxn_test::ucx_prefix() + "/bin/ucx_info";
     auto devices = pxn_test::run_program({info, "-d"});
     ASSERT_EQ(0, devices.exit_code) << devices.output;
     EXPECT_NE(std::string::npos, devices.output.find("Component: pxn"));
@@ -216,7 +216,7 @@ TEST_F(PxnComponent, UcxInfoShowsComponentAndEveryVariable)
     ASSERT_EQ(0, config.exit_code);
     for (const char *var : {"GROUP", "NODE_ID", "RAIL_MAP", "NET_TLS",
                             "HOME_DEVICE", "NET_CONNECT", "FALLBACK", "ARENA", "COPY",
-                            "CUDA_DEVICE", "LANES", "SLOTS", "SLOT_SIZE",
+                            "CUDA_DEVICE", "GPU_DOORBELL", "LANES", "SLOTS", "SLOT_SIZE",
                             "MAX_PLAN", "INFLIGHT_DEPTH", "CREDIT_TIMEOUT",
                             "HEARTBEAT_TIMEOUT", "RELAY_SLICE",
                             "RELAY_SLICE_MERGE"}) {

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Packs what the GPU machine needs into gpu-carry/ (git-ignored): the UCX
+# install's libraries, modules and tools, the pxn module, the test and
+# benchmark binaries, and the few system libraries that machine may lack.
+# Everything is built here (x86-64); docs/gpu.md says how it is run there.
+set -euo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${PXN_BUILD_DIR:-$top/build}
+ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
+out=$top/gpu-carry
+
+bash "$top/contrib/build.sh"
+make -C "$build" -j"$(nproc)" check_PROGRAMS="test/gtest/uct_gtest" \
+    test/gtest/uct_gtest >/dev/null
+
+rm -rf "$out"
+mkdir -p "$out/ucx/lib/ucx" "$out/ucx/bin" "$out/build/.libs" \
+         "$out/build/src/tools" "$out/build/test/gtest" "$out/extra"
+for lib in ucs uct ucp ucm ucs_signal; do
+    cp -L "$ucx/lib/lib$lib.so.0" "$out/ucx/lib/"
+done
+cp -L "$ucx"/lib/ucx/*.so.0 "$out/ucx/lib/ucx/"
+cp "$ucx"/bin/{ucx_info,ucx_perftest,ucx_pxn_relay,ucx_pxn_info} "$out/ucx/bin/"
+cp -L "$build/.libs/libuct_pxn.so.0.0.0" "$out/build/.libs/"
+cp "$build"/src/tools/{ucx_pxn_peer,ucx_pxn_bench} "$out/build/src/tools/"
+cp "$build/test/gtest/uct_gtest" "$out/build/test/gtest/"
+for lib in libnuma.so.1; do
+    cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" "$out/extra/"
+done
+cp -L /usr/local/cuda/lib64/libcudart.so.13 "$out/extra/" 2>/dev/null || true
+find "$out" -type f \( -name '*.so*' -o -perm -u+x \) -exec strip --strip-debug {} + 2>/dev/null || true
+du -sh "$out"

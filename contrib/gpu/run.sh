@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repository root, with gpu-carry/ made
+# by contrib/gpu/pack.sh: the GPU test subset, ucx_perftest with CUDA memory
+# through pxn, and the GPU benchmark. Results go to $OUT (or ./gpu-out).
+#   bash contrib/gpu/run.sh [tests|perftest|bench|all]
+set -uo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+c=$top/gpu-carry
+out=${OUT:-$top/gpu-out}
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$c/ucx/lib:$c/extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PXN_BUILD_DIR=$c/build PXN_UCX_PREFIX=$c/ucx
+export PXN_MODULE_INSTALLED=$c/ucx/lib/ucx/libuct_pxn.so.0
+cp "$c/build/.libs/libuct_pxn.so.0.0.0" "$PXN_MODULE_INSTALLED"
+what=${1:-all}
+
+section() { printf '\n==== %s\n' "$*"; }
+
+if [ "$what" = all ] || [ "$what" = tests ]; then
+    section "machine"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+    "$c/ucx/bin/ucx_info" -d | grep -E 'Memory domain|Transport|Device' | head -40
+    section "GPU tests"
+    "$c/build/test/gtest/uct_gtest" --gtest_filter='PxnCuda.*:PxnComponent.*' 2>&1 |
+        tee "$out/gpu-tests.log" | grep -vE '^\[ *(RUN|OK) '
+fi
+
+if [ "$what" = all ] || [ "$what" = perftest ]; then
+    section "ucx_perftest -m cuda -t ucp_put_bw through pxn (UCX_PROTO_ENABLE=y)"
+    export UCX_PXN_NET_TLS=cuda_ipc UCX_PROTO_ENABLE=y
+    node() { env UCX_PXN_NODE_ID=node$1 UCX_PXN_GROUP=gpuperf-node$1 \
+                 UCX_PXN_RAIL_MAP=cuda:rail$2 "${@:3}"; }
+    node 0 1 "$c/ucx/bin/ucx_pxn_relay" > "$out/relay01.log" 2>&1 &
+    r1=$!
+    node 1 0 "$c/ucx/bin/ucx_pxn_relay" > "$out/relay10.log" 2>&1 &
+    r2=$!
+    sleep 1
+    for size in 65536 1048576 8388608; do
+        UCX_TLS=pxn,tcp,cuda_copy node 1 1 timeout 120 "$c/ucx/bin/ucx_perftest" \
+            -p 13400 > "$out/perftest-server-$size.log" 2>&1 &
+        sleep 1
+        UCX_TLS=pxn,tcp,cuda_copy UCX_PROTO_INFO=y node 0 0 timeout 120 \
+            "$c/ucx/bin/ucx_perftest" 127.0.0.1 -p 13400 -t ucp_put_bw -m cuda \
+            -s $size -n 200 -w 20 > "$out/perftest-client-$size.log" 2>&1
+        echo "size $size: exit $?"
+        grep -E 'Final|pxn' "$out/perftest-client-$size.log" | head -5
+        wait
+    done
+    kill -TERM $r1 $r2; wait $r1 $r2
+    cat "$out/relay01.log" "$out/relay10.log"
+    unset UCX_PXN_NET_TLS UCX_PROTO_ENABLE
+fi
+
+if [ "$what" = all ] || [ "$what" = bench ]; then
+    section "UCT put bandwidth, GPU memory: pxn (cuda_ipc relay) vs direct cuda_ipc"
+    "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 1G \
+        --sizes 4K,16K,64K,256K,1M,8M,64M 2>&1 | tee "$out/bench-gpu.txt"
+    section "same, CPU doorbell"
+    "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 256M \
+        --sizes 4K,64K,8M --env UCX_PXN_GPU_DOORBELL=n 2>&1 | tee "$out/bench-gpu-cpudb.txt"
+    section "same, copy engine only"
+    "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 256M \
+        --sizes 4K,64K,8M --env UCX_PXN_COPY=ce 2>&1 | tee "$out/bench-gpu-ce.txt"
+fi

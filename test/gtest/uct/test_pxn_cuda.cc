@@ -1,0 +1,323 @@
+/*
+ * GPU memory through pxn (the CUDA staging backend), at the UCT level, on
+ * one GPU: sender, relay and target are processes on the same host (the
+ * relay's inner transport is cuda_ipc, which reads and writes GPU memory
+ * across processes); emulated nodes and rails by UCX_PXN_NODE_ID and
+ * UCX_PXN_RAIL_MAP. Every byte is verified, canaries around target buffers
+ * too. Skipped (with a message) where no GPU is usable.
+ *
+ * On the GPU machine: contrib/gpu/run-tests.sh (docs/gpu.md).
+ */
+#include <tools/peer_process.h>
+#include <uct/pxn/pxn_cuda.h>
+
+#include "../common/test_helpers.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <memory>
+#include <string>
+#include <unistd.h>
+
+using pxn_tools::PeerProcess;
+using pxn_tools::split;
+
+namespace {
+
+constexpr size_t kSlot  = 1 << 20; /* UCX_PXN_SLOT_SIZE here */
+constexpr size_t kSlots = 4;       /* UCX_PXN_SLOTS here */
+
+struct Target {
+    std::string dev, iface, addr, rkey;
+};
+
+class PxnCuda : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        if (!pxn::uct::cuda_available()) {
+            GTEST_SKIP() << "no usable GPU here (CUDA driver and a device are "
+                            "needed; run on the GPU machine)";
+        }
+        const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
+        group_ = std::string("g") +
+                 std::to_string(std::hash<std::string>()(info->name()) % 100000);
+    }
+
+    void TearDown() override
+    {
+        peers_.clear();
+        for (int node = 0; node < 2; ++node) {
+            pxn_test::run_program({"/bin/rm", "-rf", "/dev/shm/ucx-pxn-" +
+                                   std::to_string(geteuid()) + "-" + group(node)});
+        }
+    }
+
+    std::string group(int node) const
+    {
+        return group_ + "-node" + std::to_string(node);
+    }
+
+    /* A pxn process of node `node` whose GPU NIC is on `rail`. */
+    PeerProcess *peer(int node, const std::string &rail,
+                      std::vector<std::string> env = {},
+                      const std::string &inner = "cuda_ipc")
+    {
+        const std::string device = (inner == "cma") ? "memory" : "cuda";
+        env.insert(env.begin(),
+                   {"UCX_PXN_NODE_ID=node" + std::to_string(node),
+                    "UCX_PXN_GROUP=" + group(node),
+                    "UCX_PXN_NET_TLS=" + inner,
+                    "UCX_PXN_RAIL_MAP=" + device + ":" + rail,
+                    "UCX_PXN_SLOT_SIZE=" + std::to_string(kSlot),
+                    "UCX_PXN_SLOTS=" + std::to_string(kSlots),
+                    "UCX_PXN_HEARTBEAT_TIMEOUT=2s"});
+        peers_.emplace_back(new PeerProcess());
+        std::string error;
+        if (!peers_.back()->start(pxn_test::build_dir() + "/src/tools/ucx_pxn_peer",
+                                  "", env, "pxn_" + inner, "pxn", device,
+                                  &error)) {
+            ADD_FAILURE() << error;
+            return nullptr;
+        }
+        return peers_.back().get();
+    }
+
+    Target target_buffer(PeerProcess *p, size_t size, bool gpu = true)
+    {
+        auto info  = split(p->call("info"));
+        auto alloc = split(p->call("alloc " + std::to_string(size) +
+                                   (gpu ? " cuda" : "")));
+        EXPECT_EQ(4u, info.size());
+        EXPECT_EQ(3u, alloc.size()) << (alloc.empty() ? "" : alloc[0]);
+        Target t;
+        if ((info.size() == 4) && (alloc.size() == 3)) {
+            t = {info[1], info[2], alloc[1], alloc[2]};
+        }
+        return t;
+    }
+
+    void source_buffer(PeerProcess *p, size_t size, int seed, bool gpu = true)
+    {
+        EXPECT_EQ("alloc", split(p->call("alloc " + std::to_string(size) +
+                                         (gpu ? " cuda" : "")))[0]);
+        EXPECT_EQ("ok", p->call("fill " + std::to_string(seed)));
+    }
+
+    static std::string status_of(const std::string &done)
+    {
+        auto words = split(done);
+        if ((words.size() < 4) || (words[0] != "done")) {
+            return done;
+        }
+        std::string status = words[1];
+        for (size_t i = 2; i + 2 < words.size(); ++i) {
+            status += " " + words[i];
+        }
+        return status;
+    }
+
+    std::string move(PeerProcess *s, const std::string &op, const Target &t,
+                     size_t bytes, size_t chunk, size_t offset = 0)
+    {
+        return status_of(s->call(op + " " + t.addr + " " + t.rkey + " " +
+                                 std::to_string(bytes) + " " +
+                                 std::to_string(chunk) + " " +
+                                 std::to_string(offset), 60000));
+    }
+
+    std::string put(PeerProcess *s, const Target &t, size_t bytes, size_t chunk,
+                    size_t offset = 0)
+    {
+        return move(s, "put zcopy", t, bytes, chunk, offset);
+    }
+
+    pxn::abi::ProcessCounters counters(int node, PeerProcess *p)
+    {
+        pxn::abi::ProcessCounters c = {};
+        EXPECT_TRUE(pxn_tools::read_counters(group(node), p->pid(), &c));
+        return c;
+    }
+
+    void expect_healthy(PeerProcess *relay, size_t bytes)
+    {
+        const auto c = counters(0, relay);
+        EXPECT_GE(c.relay.bytes, bytes);
+        EXPECT_EQ(0u, c.relay.rejected);
+        EXPECT_EQ(0u, c.relay.failed_pieces);
+        EXPECT_EQ(0u, c.sender.fallback_bytes);
+    }
+
+    /* relay node 0 rail B, target node 1 rail B, sender node 0 rail A */
+    bool trio(PeerProcess **relay, PeerProcess **target, PeerProcess **sender,
+              const std::vector<std::string> &env = {})
+    {
+        *relay  = peer(0, "railB", env);
+        *target = peer(1, "railB", env);
+        *sender = peer(0, "railA", env);
+        return *relay && *target && *sender;
+    }
+
+    std::string group_;
+    std::vector<std::unique_ptr<PeerProcess>> peers_;
+};
+
+TEST_F(PxnCuda, GpuToGpu10KiBGoesThroughTheGpuArena)
+{
+    PeerProcess *relay, *target, *sender;
+    ASSERT_TRUE(trio(&relay, &target, &sender));
+    const size_t size = 10240;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 7);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, size, size));
+    EXPECT_EQ("ok", target->call("check 7 0 " + std::to_string(size)));
+    expect_healthy(relay, size);
+}
+
+TEST_F(PxnCuda, PiecesAroundTheSlotSizeArriveIntact)
+{
+    PeerProcess *relay, *target, *sender;
+    ASSERT_TRUE(trio(&relay, &target, &sender));
+    const size_t size = 4 * kSlot;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 3);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    size_t offset = 0;
+    for (size_t bytes : {kSlot - 1, kSlot, kSlot + 1}) {
+        EXPECT_EQ("Success", put(sender, t, bytes, bytes, offset)) << bytes;
+        EXPECT_EQ("ok", target->call("check 3 " + std::to_string(offset) + " " +
+                                     std::to_string(bytes))) << bytes;
+        offset += bytes;
+    }
+    expect_healthy(relay, 3 * kSlot);
+}
+
+TEST_F(PxnCuda, FullRingMakesThePieceAfterKWaitForSlotZero)
+{
+    const std::vector<std::string> slow = {"UCX_PXN_HEARTBEAT_TIMEOUT=20s",
+                                           "UCX_PXN_CREDIT_TIMEOUT=20s"};
+    PeerProcess *relay, *target, *sender;
+    ASSERT_TRUE(trio(&relay, &target, &sender, slow));
+    const size_t size = (kSlots + 1) * kSlot;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 11);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    ASSERT_TRUE(relay->stop());
+    ASSERT_TRUE(sender->send("put zcopy " + t.addr + " " + t.rkey + " " +
+                             std::to_string(size) + " " + std::to_string(size) +
+                             " 0"));
+    for (int i = 0; (i < 300) && (counters(0, sender).sender.pieces < kSlots); ++i) {
+        usleep(10000);
+    }
+    usleep(300000);
+    EXPECT_EQ(kSlots, counters(0, sender).sender.pieces);
+    EXPECT_EQ("", sender->receive(10)) << "completed without the relay";
+    relay->kill(SIGCONT);
+    EXPECT_EQ("Success", status_of(sender->receive(30000)));
+    EXPECT_EQ(kSlots + 1, counters(0, relay).relay.pieces);
+    EXPECT_EQ("ok", target->call("check 11 0 " + std::to_string(size)));
+}
+
+TEST_F(PxnCuda, SixtyFourSlotsOfDataTakeManyRingRounds)
+{
+    PeerProcess *relay, *target, *sender;
+    ASSERT_TRUE(trio(&relay, &target, &sender));
+    const size_t size = 64 * kSlot + 777;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 13);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, size, 3 * kSlot + 5));
+    EXPECT_EQ("ok", target->call("check 13 0 " + std::to_string(size)));
+    expect_healthy(relay, size);
+}
+
+TEST_F(PxnCuda, ScatteredBlocksAreGatheredIntoPieces)
+{
+    PeerProcess *relay, *target, *sender;
+    ASSERT_TRUE(trio(&relay, &target, &sender));
+    const size_t size = 8 * kSlot;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 17);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, size / 2, 4096));
+    EXPECT_EQ("Success", put(sender, t, size / 2, 65536, size / 2));
+    EXPECT_EQ("ok", target->call("check 17 0 " + std::to_string(size)));
+    expect_healthy(relay, size);
+    /* Many small GPU segments per piece: the gather kernel staged them. */
+    EXPECT_GT(counters(0, sender).sender.gather_pieces, 0u);
+}
+
+TEST_F(PxnCuda, ThreeSendersShareOneRelay)
+{
+    PeerProcess *relay  = peer(0, "railD");
+    PeerProcess *target = peer(1, "railD");
+    ASSERT_TRUE(relay && target);
+    const size_t part = 4 * kSlot, size = 3 * part;
+    Target t = target_buffer(target, size);
+    std::vector<PeerProcess*> senders;
+    for (const char *rail : {"railA", "railB", "railC"}) {
+        senders.push_back(peer(0, rail));
+        ASSERT_NE(nullptr, senders.back());
+        source_buffer(senders.back(), size, 19);
+        ASSERT_EQ("ok", senders.back()->call("connect " + t.dev + " " + t.iface));
+    }
+    for (size_t i = 0; i < senders.size(); ++i) {
+        ASSERT_TRUE(senders[i]->send("put zcopy " + t.addr + " " + t.rkey + " " +
+                                     std::to_string(part) + " 262144 " +
+                                     std::to_string(i * part)));
+    }
+    for (size_t i = 0; i < senders.size(); ++i) {
+        EXPECT_EQ("Success", status_of(senders[i]->receive(60000))) << i;
+    }
+    EXPECT_EQ("ok", target->call("check 19 0 " + std::to_string(size)));
+    expect_healthy(relay, size);
+    EXPECT_EQ(3u, counters(0, relay).relay.lane_resets);
+}
+
+TEST_F(PxnCuda, HostSourceIntoTheGpuArena)
+{
+    PeerProcess *relay, *target, *sender;
+    ASSERT_TRUE(trio(&relay, &target, &sender));
+    const size_t size = 3 * kSlot + 99;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 23, false);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, size, 100000));
+    EXPECT_EQ("ok", target->call("check 23 0 " + std::to_string(size)));
+    expect_healthy(relay, size);
+}
+
+TEST_F(PxnCuda, GpuSourceIntoAHostArena)
+{
+    /* cma: a host arena and host targets, a GPU source buffer. */
+    PeerProcess *relay  = peer(0, "railB", {}, "cma");
+    PeerProcess *target = peer(1, "railB", {}, "cma");
+    PeerProcess *sender = peer(0, "railA", {}, "cma");
+    ASSERT_TRUE(relay && target && sender);
+    const size_t size = 2 * kSlot + 5;
+    Target t = target_buffer(target, size, false);
+    source_buffer(sender, size, 29, true);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, size, 70000));
+    EXPECT_EQ("ok", target->call("check 29 0 " + std::to_string(size)));
+    expect_healthy(relay, size);
+}
+
+TEST_F(PxnCuda, GetCopiesTheSlotIntoAGpuBuffer)
+{
+    PeerProcess *relay, *target, *sender;
+    ASSERT_TRUE(trio(&relay, &target, &sender));
+    const size_t size = 2 * kSlot + 4096;
+    Target t = target_buffer(target, size);
+    EXPECT_EQ("ok", target->call("fill 31"));
+    EXPECT_EQ("alloc", split(sender->call("alloc " + std::to_string(size) +
+                                          " cuda"))[0]);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", move(sender, "get zcopy", t, size, 300000));
+    EXPECT_EQ("ok", sender->call("check 31 0 " + std::to_string(size)));
+    expect_healthy(relay, size);
+}
+
+} // namespace
