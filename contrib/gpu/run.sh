@@ -22,7 +22,7 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
     "$c/ucx/bin/ucx_info" -d | grep -E 'Memory domain|Transport|Device' | head -40
     section "GPU tests"
-    "$c/build/test/gtest/uct_gtest" --gtest_filter='PxnCuda.*:PxnComponent.*' 2>&1 |
+    timeout 300 "$c/build/test/gtest/uct_gtest" --gtest_filter='PxnCuda.*:PxnComponent.*' 2>&1 |
         tee "$out/gpu-tests.log" | grep -vE '^\[ *(RUN|OK) '
 fi
 
@@ -37,10 +37,10 @@ if [ "$what" = all ] || [ "$what" = perftest ]; then
     r2=$!
     sleep 1
     for size in 65536 1048576 8388608; do
-        UCX_TLS=pxn,tcp,cuda_copy node 1 1 timeout 120 "$c/ucx/bin/ucx_perftest" \
+        UCX_TLS=pxn,tcp,cuda_copy node 1 1 timeout 40 "$c/ucx/bin/ucx_perftest" \
             -p 13400 > "$out/perftest-server-$size.log" 2>&1 &
         sleep 1
-        UCX_TLS=pxn,tcp,cuda_copy UCX_PROTO_INFO=y node 0 0 timeout 120 \
+        UCX_TLS=pxn,tcp,cuda_copy UCX_PROTO_INFO=y node 0 0 timeout 40 \
             "$c/ucx/bin/ucx_perftest" 127.0.0.1 -p 13400 -t ucp_put_bw -m cuda \
             -s $size -n 200 -w 20 > "$out/perftest-client-$size.log" 2>&1
         echo "size $size: exit $?"
@@ -54,12 +54,12 @@ fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then
     section "UCT put bandwidth, GPU memory: pxn (cuda_ipc relay) vs direct cuda_ipc"
-    "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 1G \
+    timeout 150 "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 1G \
         --sizes 4K,16K,64K,256K,1M,8M,64M 2>&1 | tee "$out/bench-gpu.txt"
     section "same, CPU doorbell"
-    "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 256M \
+    timeout 60 "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 256M \
         --sizes 4K,64K,8M --env UCX_PXN_GPU_DOORBELL=n 2>&1 | tee "$out/bench-gpu-cpudb.txt"
     section "same, copy engine only"
-    "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 256M \
+    timeout 60 "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 256M \
         --sizes 4K,64K,8M --env UCX_PXN_COPY=ce 2>&1 | tee "$out/bench-gpu-ce.txt"
 fi
