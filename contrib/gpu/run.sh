@@ -28,7 +28,9 @@ fi
 
 if [ "$what" = all ] || [ "$what" = perftest ]; then
     section "ucx_perftest -m cuda -t ucp_put_bw through pxn (UCX_PROTO_ENABLE=y)"
-    export UCX_PXN_NET_TLS=cuda_ipc UCX_PROTO_ENABLE=y
+    # One GPU has no NVLink: cuda_ipc disables gets unless told otherwise,
+    # and without gets pxn is no RMA lane for UCP.
+    export UCX_PXN_NET_TLS=cuda_ipc UCX_PROTO_ENABLE=y UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y
     node() { env UCX_PXN_NODE_ID=node$1 UCX_PXN_GROUP=gpuperf-node$1 \
                  UCX_PXN_RAIL_MAP=cuda:rail$2 "${@:3}"; }
     node 0 1 "$c/ucx/bin/ucx_pxn_relay" > "$out/relay01.log" 2>&1 &
@@ -39,17 +41,18 @@ if [ "$what" = all ] || [ "$what" = perftest ]; then
     for size in 65536 1048576 8388608; do
         UCX_TLS=pxn,tcp,cuda_copy node 1 1 timeout 40 "$c/ucx/bin/ucx_perftest" \
             -p 13400 > "$out/perftest-server-$size.log" 2>&1 &
+        server=$!
         sleep 1
         UCX_TLS=pxn,tcp,cuda_copy UCX_PROTO_INFO=y node 0 0 timeout 40 \
             "$c/ucx/bin/ucx_perftest" 127.0.0.1 -p 13400 -t ucp_put_bw -m cuda \
             -s $size -n 200 -w 20 > "$out/perftest-client-$size.log" 2>&1
         echo "size $size: exit $?"
         grep -E 'Final|pxn' "$out/perftest-client-$size.log" | head -5
-        wait
+        wait $server
     done
-    kill -TERM $r1 $r2; wait $r1 $r2
+    pkill -TERM -f ucx_pxn_relay; wait $r1 $r2
     cat "$out/relay01.log" "$out/relay10.log"
-    unset UCX_PXN_NET_TLS UCX_PROTO_ENABLE
+    unset UCX_PXN_NET_TLS UCX_PROTO_ENABLE UCX_CUDA_IPC_ENABLE_GET_ZCOPY
 fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then

@@ -263,7 +263,12 @@ std::string cmd_alloc(Peer &p, size_t size, bool on_gpu)
     }
 #endif
     std::string rkey = "-";
-    if (p.md_attr.cap.flags & UCT_MD_FLAG_REG) {
+    const ucs_memory_type_t type = on_gpu ? UCS_MEMORY_TYPE_CUDA :
+                                            UCS_MEMORY_TYPE_HOST;
+    /* Register only what the md can (cuda_ipc: GPU memory only); a source
+     * the md cannot register needs no memh for pxn's staging copy. */
+    if ((p.md_attr.cap.flags & UCT_MD_FLAG_REG) &&
+        (p.md_attr.cap.reg_mem_types & UCS_BIT(type))) {
         ucs_status_t status = uct_md_mem_reg(p.md, p.buffer(), size,
                                              UCT_MD_MEM_ACCESS_ALL, &p.memh);
         if (status != UCS_OK) {

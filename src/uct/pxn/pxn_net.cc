@@ -118,7 +118,10 @@ ucs_status_t Net::open(const InnerMd &md, const std::string &tl_name,
 
 bool Net::has_get() const
 {
-    return attr_.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY;
+    /* cuda_ipc keeps the flag but sets max_zcopy 0 when it disables gets
+     * (no NVLink, UCX_CUDA_IPC_ENABLE_GET_ZCOPY=auto). */
+    return (attr_.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) &&
+           (attr_.cap.get.max_zcopy > 0);
 }
 
 std::vector<uint8_t> Net::device_address() const

@@ -2,6 +2,7 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace pxn {
@@ -21,17 +22,19 @@ ucs_status_t Relay::create(Net *net, RegistryEntry *entry, uint8_t *arena,
                                entry->view().base + abi::kCountersOffset)->relay;
 
     const uct_iface_attr_t &attr = net->attr();
-    const InnerLimits limits{std::min(attr.cap.put.max_zcopy,
-                                      net->has_get() ? attr.cap.get.max_zcopy :
-                                                       attr.cap.put.max_zcopy),
-                             1, attr.cap.put.opt_zcopy_align};
+    /* No inner operation exceeds a slot: clamp "unlimited" inner limits. */
+    const uint64_t max_zcopy = std::min<uint64_t>(
+            {attr.cap.put.max_zcopy,
+             net->has_get() ? attr.cap.get.max_zcopy : attr.cap.put.max_zcopy,
+             settings.geometry.slot_size});
+    const InnerLimits limits{max_zcopy, 1, attr.cap.put.opt_zcopy_align};
     ucs_status_t status = make_slice_policy(settings.relay_slice,
                                             settings.relay_slice_merge, limits,
                                             &relay->policy_);
     if (status != UCS_OK) {
         ucs_error("pxn: UCX_PXN_RELAY_SLICE=%lu does not fit inner %s limits "
-                  "(max_zcopy %zu)", settings.relay_slice,
-                  net->tl_name().c_str(), attr.cap.put.max_zcopy);
+                  "(max_zcopy %lu)", settings.relay_slice,
+                  net->tl_name().c_str(), max_zcopy);
         return status;
     }
 

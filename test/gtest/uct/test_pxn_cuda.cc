@@ -307,8 +307,10 @@ TEST_F(PxnCuda, GpuSourceIntoAHostArena)
 
 TEST_F(PxnCuda, GetCopiesTheSlotIntoAGpuBuffer)
 {
+    /* cuda_ipc disables gets without NVLink (one GPU): force them on. */
     PeerProcess *relay, *target, *sender;
-    ASSERT_TRUE(trio(&relay, &target, &sender));
+    ASSERT_TRUE(trio(&relay, &target, &sender,
+                     {"UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y"}));
     const size_t size = 2 * kSlot + 4096;
     Target t = target_buffer(target, size);
     EXPECT_EQ("ok", target->call("fill 31"));
