@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The main job: a cross-rail transfer through pxn on an emulated rail-only
-# topology (2 nodes x 2 rails in network namespaces), next to the same
-# transfer over the same-rail direct path, with the bytes the relay carried.
-#
-#   node 0 rail 0 --shm--> relay node 0 rail 1 --tcp over rail 1--> node 1 rail 1
-#   node 0 rail 0 --tcp over rail 0----------------------------------> node 1 rail 0
+# The main job, on an emulated rail-only topology (2 nodes x 2 rails in
+# network namespaces):
+#  1. UCT: a cross-rail transfer through pxn next to the same transfer over
+#     the same-rail direct path, with the bytes the relay carried
+#       node 0 rail 0 --shm--> relay node 0 rail 1 --tcp over rail 1--> node 1 rail 1
+#       node 0 rail 0 --tcp over rail 0----------------------------------> node 1 rail 0
+#  2. UCP: ucx_perftest ucp_put_bw cross-rail through pxn (ucx_pxn_relay on
+#     node 0 rail 1) against the same transfer forced onto the frontend, with
+#     the relay's counters (contrib/perftest.sh).
 #
 # Installs and builds whatever is missing first. Needs root (namespaces).
 # Extra arguments go to ucx_pxn_bench (e.g. --sizes 4K,1M,64M --reps 5).
@@ -22,4 +25,8 @@ bash "$top/contrib/topology.sh" up --nodes 2 --rails 2 >&2
 if [ $# -eq 0 ]; then
     set -- --sizes 64K,1M,16M,64M --reps 3
 fi
-exec "$build/src/tools/ucx_pxn_bench" "$@"
+echo "==== 1. UCT: cross-rail through pxn vs same-rail direct (tcp)"
+"$build/src/tools/ucx_pxn_bench" "$@"
+echo
+echo "==== 2. UCP: ucx_perftest cross-rail through pxn vs the frontend path"
+bash "$top/contrib/perftest.sh" --sizes 64K,1M,16M

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# UCP across emulated rails with ucx_perftest: cross-rail through pxn, the
+# same transfer forced onto the frontend (UCX_TLS without pxn), and a
+# same-rail pair with and without pxn in UCX_TLS (pxn must stay out of it).
+#
+#   bash contrib/perftest.sh [--test ucp_put_bw] [--sizes 4K,1M,64M] [--iters N]
+#
+# Inner transport cma (put and get, same host): rails are told apart by
+# UCX_PXN_RAIL_MAP, UCP's own tcp stays on the frontend. Relays:
+# ucx_pxn_relay on node 0 rail 1 (client -> server) and node 1 rail 0
+# (server -> client, and gets by the receiver). Needs root; builds what is
+# missing and brings the 2x2 topology up.
+set -euo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${PXN_BUILD_DIR:-$top/build}
+test=ucp_put_bw
+sizes=4K,64K,1M,16M,64M
+iters=
+while [ $# -gt 0 ]; do
+    case $1 in
+    --test) test=$2; shift 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    *) echo "usage: perftest.sh [--test T] [--sizes LIST] [--iters N]" >&2; exit 2 ;;
+    esac
+done
+[ "$(id -u)" = 0 ] || { echo "perftest.sh: run as root (network namespaces)" >&2; exit 2; }
+
+bash "$top/contrib/build.sh"
+bash "$top/contrib/topology.sh" up --nodes 2 --rails 2 >&2
+ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
+T="$top/contrib/topology.sh"
+log=$(mktemp -d /tmp/pxn-perftest.XXXXXX)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+# slot <node> <rail> <cmd...>: a process of that slot, pxn over cma
+slot() {
+    local n=$1 r=$2; shift 2
+    env UCX_PXN_NODE_ID=node$n UCX_PXN_GROUP=pxnperf-node$n \
+        UCX_PXN_NET_TLS=cma UCX_PXN_RAIL_MAP=memory:rail$r \
+        UCX_NET_DEVICES=front,memory \
+        bash "$T" exec --no-env "$n" "$r" -- "$@"
+}
+
+# start_relay <node> <rail>: in the background; env, topology.sh and ip all
+# exec, so the pid recorded is the relay's own (SIGTERM drains it).
+start_relay() {
+    env UCX_PXN_NODE_ID=node$1 UCX_PXN_GROUP=pxnperf-node$1 \
+        UCX_PXN_NET_TLS=cma UCX_PXN_RAIL_MAP=memory:rail$2 \
+        bash "$T" exec --no-env "$1" "$2" -- "$ucx/bin/ucx_pxn_relay" \
+        > "$log/relay-n$1r$2.log" 2>&1 &
+    pids+=($!)
+}
+
+bytes() { numfmt --from=iec "$1"; }
+
+# run <label> <tls> <server node> <server rail> <size>: prints MB/s and Kmsg/s
+port=13600
+run() {
+    local label=$1 tls=$2 sn=$3 sr=$4 size=$5
+    port=$((port + 1))
+    local b
+    b=$(bytes "$size")
+    local n=${iters:-$(( b >= 16777216 ? 20 : (b >= 1048576 ? 100 : 2000) ))}
+    UCX_TLS=$tls slot "$sn" "$sr" timeout 60 "$ucx/bin/ucx_perftest" -p $port \
+        > "$log/server-$label-$size.log" 2>&1 &
+    local server=$!
+    sleep 0.5
+    local ip=10.99.$sn.$((sr + 1))
+    if UCX_TLS=$tls UCX_LOG_LEVEL=info slot 0 0 timeout 60 \
+           "$ucx/bin/ucx_perftest" "$ip" -p $port -t "$test" \
+           -s "$(bytes "$size")" -n "$n" -w $(( n / 10 + 1 )) \
+           > "$log/client-$label-$size.log" 2>&1; then
+        awk '/^Final:/ {printf "%10.0f %10.1f", $6, $8 / 1000}' \
+            "$log/client-$label-$size.log"
+    else
+        printf '%10s %10s' failed -
+    fi
+    wait "$server" 2>/dev/null || true
+}
+
+start_relay 0 1
+start_relay 1 0
+sleep 1
+
+echo "ucx_perftest -t $test across emulated rails (inner cma; logs in $log)"
+printf '%6s | %21s | %21s | %6s | %21s | %21s\n' "" "cross-rail via pxn" \
+    "cross-rail frontend" "ratio" "same-rail pxn in TLS" "same-rail without"
+printf '%6s | %10s %10s | %10s %10s | %6s | %10s %10s | %10s %10s\n' size \
+    MB/s Kmsg/s MB/s Kmsg/s "" MB/s Kmsg/s MB/s Kmsg/s
+for size in ${sizes//,/ }; do
+    a=$(run pxn pxn,tcp 1 1 "$size")
+    b=$(run front tcp 1 1 "$size")
+    c=$(run same-pxn pxn,tcp 1 0 "$size")
+    d=$(run same tcp 1 0 "$size")
+    ratio=$(echo "$a $b" | awk '{ if ($1 > 0 && $3 > 0) printf "%5.1fx", $1 / $3;
+                                   else print "  -" }')
+    printf '%6s | %s | %s | %6s | %s | %s\n' "$size" "$a" "$b" "$ratio" "$c" "$d"
+done
+if grep -q 'pxn/' "$log"/client-same-pxn-*.log; then
+    echo "WARNING: a same-rail pair used pxn:"; grep -h 'pxn/' "$log"/client-same-pxn-*.log
+else
+    echo "same-rail pairs: no pxn lane (ep_cfg lines in $log/client-same-pxn-*.log)"
+fi
+grep -h 'ep_cfg' "$log"/client-pxn-*.log | sed 's/.*ep_cfg/cross-rail ep_cfg/' | sort -u | head -3
+cleanup
+pids=()
+cat "$log/relay-n0r1.log" "$log/relay-n1r0.log" | grep stopped
