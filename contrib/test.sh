@@ -17,4 +17,4 @@ if ! make -j"${PXN_JOBS:-$(nproc)}" check; then
     done
     exit 1
 fi
-grep -HE '^\[  (PASSED|SKIPPED|FAILED) ' test/gtest/*.log || true
+grep -HE '^\[  (PASSED|SKIPPED|FAILED) +\] [0-9]' test/gtest/*.log || true
