@@ -55,6 +55,35 @@ if [ "$what" = all ] || [ "$what" = perftest ]; then
     unset UCX_PXN_NET_TLS UCX_PROTO_ENABLE UCX_CUDA_IPC_ENABLE_GET_ZCOPY
 fi
 
+if [ "$what" = tune ]; then
+    section "raw copy loop: 8 MiB device-to-device copies (torch), one GPU"
+    python3 - <<'PY' 2>&1 | tee "$out/raw-copy.txt"
+import torch
+n = 8 << 20
+a = torch.empty(n, dtype=torch.uint8, device="cuda")
+b = torch.empty(n, dtype=torch.uint8, device="cuda")
+for _ in range(10):
+    b.copy_(a)
+torch.cuda.synchronize()
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+reps = 1000
+s.record()
+for _ in range(reps):
+    b.copy_(a)
+e.record()
+torch.cuda.synchronize()
+ms = s.elapsed_time(e)
+print("raw 8 MiB copy loop: %.1f GB/s (%.2f us per copy)" % (n * reps / ms / 1e6, ms * 1e3 / reps))
+PY
+    for env in "UCX_PXN_INFLIGHT_DEPTH=4" "UCX_PXN_INFLIGHT_DEPTH=16" \
+               "UCX_PXN_GPU_DOORBELL=n" "UCX_PXN_SLOTS=64"; do
+        section "pxn with $env"
+        timeout 60 "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 1G \
+            --sizes 1M,8M,64M --env "$env" 2>&1 | tee "$out/tune-${env//=/-}.txt" |
+            grep -E '^ +[0-9]+[KM] |relay:'
+    done
+fi
+
 if [ "$what" = all ] || [ "$what" = bench ]; then
     section "UCT put bandwidth, GPU memory: pxn (cuda_ipc relay) vs direct cuda_ipc"
     timeout 150 "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 1G \
