@@ -96,6 +96,10 @@ ucs_status_t validate(const Settings &s, std::string *error)
         return out_of_range(error, "INFLIGHT_DEPTH", s.inflight_depth,
                             "must be 1..64");
     }
+    if ((s.gather_ctas < 1) || (s.gather_ctas > kMaxGatherCtas)) {
+        return out_of_range(error, "GATHER_CTAS", s.gather_ctas,
+                            "must be 1..1024");
+    }
     if (!std::isfinite(s.credit_timeout) || (s.credit_timeout <= 0)) {
         return out_of_range(error, "CREDIT_TIMEOUT", s.credit_timeout,
                             "must be a positive time");

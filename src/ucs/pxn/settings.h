@@ -41,6 +41,7 @@ constexpr uint64_t kMinSlotSize      = 4096;
 constexpr uint64_t kMaxSlotSize      = 1ull << 30;
 constexpr uint32_t kMaxPlan          = 65536;
 constexpr uint32_t kMaxInflightDepth = 64;
+constexpr uint32_t kMaxGatherCtas    = 1024;
 constexpr uint64_t kMaxArenaSize     = 64ull << 30;
 constexpr size_t   kMaxGroupLength   = 64;
 constexpr size_t   kMaxNodeIdLength  = 63;
@@ -78,6 +79,7 @@ struct Settings {
     CopyChoice               copy          = CopyChoice::kAuto;
     int                      cuda_device   = -1; /* -1: current context's */
     bool                     gpu_doorbell  = true; /* false: CPU after event */
+    uint32_t                 gather_ctas   = 32;   /* gather kernel grid bound */
     Geometry                 geometry;
     uint32_t                 inflight_depth    = 4;
     double                   credit_timeout    = 1.0; /* seconds */

@@ -43,6 +43,7 @@ namespace uct {
     _(cuCtxGetDevice) \
     _(cuMemAlloc) \
     _(cuMemFree) \
+    _(cuMemGetAddressRange) \
     _(cuMemcpy) \
     _(cuMemcpyAsync) \
     _(cuMemsetD8) \
@@ -58,6 +59,7 @@ namespace uct {
     _(cuStreamCreate) \
     _(cuStreamDestroy) \
     _(cuStreamSynchronize) \
+    _(cuStreamWaitEvent) \
     _(cuStreamWriteValue64) \
     _(cuEventCreate) \
     _(cuEventRecord) \

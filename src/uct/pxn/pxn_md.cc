@@ -89,6 +89,13 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      "once the copy is done.",
      ucs_offsetof(uct_pxn_md_config_t, gpu_doorbell), UCS_CONFIG_TYPE_BOOL},
 
+    {"GATHER_CTAS", "32",
+     "Most thread blocks (of 512 threads) one gather kernel launch uses. More\n"
+     "stage scattered blocks faster while the GPU is otherwise idle; kernels\n"
+     "of the application that fill the GPU delay staging, not the reverse\n"
+     "(docs/gpu.md). 1..1024.",
+     ucs_offsetof(uct_pxn_md_config_t, gather_ctas), UCS_CONFIG_TYPE_UINT},
+
     {"LANES", "7",
      "Inbound lanes of a relay: how many senders of this node can stage into\n"
      "it at once (one per other GPU of an 8-GPU node). 1..64.",
@@ -151,6 +158,7 @@ pxn::Settings uct_pxn_md_settings(const uct_pxn_md_config_t *config)
     s.copy            = static_cast<pxn::CopyChoice>(config->copy);
     s.cuda_device     = config->cuda_device;
     s.gpu_doorbell    = (config->gpu_doorbell != 0);
+    s.gather_ctas     = config->gather_ctas;
     for (unsigned i = 0; i < config->net_tls.count; ++i) {
         s.net_tls.emplace_back(config->net_tls.names[i]);
     }

@@ -32,6 +32,7 @@ typedef struct uct_pxn_md_config {
     int                      copy;          /* pxn::CopyChoice */
     int                      cuda_device;
     int                      gpu_doorbell;
+    unsigned                 gather_ctas;
     unsigned                 lanes;
     unsigned                 slots;
     size_t                   slot_size;

@@ -144,14 +144,14 @@ ucs_status_t SendLane::map_arena(const PeerInfo &relay, const Settings &settings
     }
 #ifdef PXN_HAVE_CUDA
     if (relay.arena_kind == abi::kArenaCudaIpc) {
-        const CopyPolicy policy =
-                (settings.copy == CopyChoice::kCe) ? CopyPolicy::kCopyEngine :
-                (settings.copy == CopyChoice::kSm) ? CopyPolicy::kSm :
-                                                     CopyPolicy::kAuto;
+        CudaStager::Options options;
+        options.policy       = settings.copy;
+        options.gpu_doorbell = settings.gpu_doorbell;
+        options.gather_ctas  = settings.gather_ctas;
         bounce_.resize(65536);
         return CudaStager::open(relay.arena_handle.data(), lane_index_,
-                                settings.geometry, &block_.producer(), policy,
-                                settings.gpu_doorbell, &stager_);
+                                settings.geometry, &block_.producer(), options,
+                                &stager_);
     }
 #endif
     ucs_debug("pxn: relay pid %u has an arena this process cannot use (kind %u)",

@@ -15,13 +15,6 @@ extern "C" const unsigned char pxn_gather_fatbin[];
 namespace pxn {
 namespace uct {
 
-namespace {
-
-constexpr unsigned kGatherMaxBlocks = 32;  /* bounded CTAs: leave the GPU */
-constexpr unsigned kGatherThreads   = 256; /* to the application's kernels */
-
-} // namespace
-
 #define PXN_CU_CHECK(_call, _what) \
     do { \
         CUresult _r = (_call); \
@@ -33,13 +26,13 @@ constexpr unsigned kGatherThreads   = 256; /* to the application's kernels */
 
 ucs_status_t CudaStager::open(const uint8_t *ipc_handle, uint32_t lane,
                               const Geometry &geometry,
-                              abi::LaneProducer *producer, CopyPolicy policy,
-                              bool gpu_doorbell,
+                              abi::LaneProducer *producer,
+                              const Options &options,
                               std::unique_ptr<CudaStager> *stager_p)
 {
     std::unique_ptr<CudaStager> s(new CudaStager());
     s->cu_        = CudaDriver::get();
-    s->policy_    = policy;
+    s->options_   = options;
     s->producer_  = producer;
     s->slot_size_ = geometry.slot_size;
     s->max_plan_  = geometry.max_plan;
@@ -67,11 +60,8 @@ ucs_status_t CudaStager::open(const uint8_t *ipc_handle, uint32_t lane,
                                      table, 0),
                  "cuMemHostAlloc (segment tables)");
     PXN_CU_CHECK(cu_->cuMemAlloc(&s->dev_table_, table), "cuMemAlloc (segment tables)");
-    s->segs_.resize(geometry.slots);
-    s->device_only_.assign(geometry.slots, true);
-    for (auto &segs : s->segs_) {
-        segs.reserve(std::min<uint32_t>(geometry.max_plan, 256));
-    }
+    s->nsegs_.assign(geometry.slots, 0);
+    s->bytes_.assign(geometry.slots, 0);
     if (s->load_kernel() != UCS_OK) {
         ucs_debug("pxn: no gather kernel: copy engine only");
     }
@@ -82,7 +72,7 @@ ucs_status_t CudaStager::open(const uint8_t *ipc_handle, uint32_t lane,
     void *first          = reinterpret_cast<void*>(
             reinterpret_cast<uintptr_t>(&producer->doorbell) & ~(page - 1));
     CUdeviceptr mapped;
-    if (gpu_doorbell &&
+    if (options.gpu_doorbell &&
         (cu_->cuMemHostRegister(first, page, CU_MEMHOSTREGISTER_DEVICEMAP |
                                              CU_MEMHOSTREGISTER_PORTABLE) ==
          CUDA_SUCCESS)) {
@@ -91,11 +81,15 @@ ucs_status_t CudaStager::open(const uint8_t *ipc_handle, uint32_t lane,
             const CUdeviceptr doorbell = mapped +
                     (reinterpret_cast<uintptr_t>(&producer->doorbell) -
                      reinterpret_cast<uintptr_t>(first));
-            if ((cu_->cuStreamWriteValue64(s->stream_, doorbell,
+            if ((cu_->cuStreamCreate(&s->doorbell_stream_,
+                                     CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) &&
+                (cu_->cuEventCreate(&s->copied_, CU_EVENT_DISABLE_TIMING) ==
+                 CUDA_SUCCESS) &&
+                (cu_->cuStreamWriteValue64(s->doorbell_stream_, doorbell,
                                            abi::load_acquire(producer->doorbell),
                                            CU_STREAM_WRITE_VALUE_DEFAULT) ==
                  CUDA_SUCCESS) &&
-                (cu_->cuStreamSynchronize(s->stream_) == CUDA_SUCCESS)) {
+                (cu_->cuStreamSynchronize(s->doorbell_stream_) == CUDA_SUCCESS)) {
                 s->doorbell_dev_ = doorbell;
             }
         }
@@ -121,17 +115,20 @@ CudaStager::~CudaStager()
     if (cu_ == nullptr) {
         return;
     }
-    if (stream_ != nullptr) {
-        cu_->cuStreamSynchronize(stream_);
+    for (CUstream stream : {stream_, doorbell_stream_}) {
+        if (stream != nullptr) {
+            cu_->cuStreamSynchronize(stream);
+            cu_->cuStreamDestroy(stream);
+        }
+    }
+    if (copied_ != nullptr) {
+        cu_->cuEventDestroy(copied_);
     }
     for (const Pending &p : pending_) {
         cu_->cuEventDestroy(p.event);
     }
     for (CUevent e : events_) {
         cu_->cuEventDestroy(e);
-    }
-    if (stream_ != nullptr) {
-        cu_->cuStreamDestroy(stream_);
     }
     if (module_ != nullptr) {
         cu_->cuModuleUnload(module_);
@@ -156,15 +153,6 @@ uint8_t *CudaStager::slot(uint32_t slot) const
                                       uint64_t(slot) * slot_size_);
 }
 
-void CudaStager::add(uint32_t slot, const void *src, uint64_t offset,
-                     uint64_t length)
-{
-    segs_[slot].push_back({reinterpret_cast<uint64_t>(src), offset, length});
-    if (device_only_[slot] && !cu_->is_device_pointer(src)) {
-        device_only_[slot] = false;
-    }
-}
-
 ucs_status_t CudaStager::copy_now(uint32_t slot, const void *src,
                                   uint64_t offset, uint64_t length)
 {
@@ -176,47 +164,72 @@ ucs_status_t CudaStager::copy_now(uint32_t slot, const void *src,
     return UCS_OK;
 }
 
+bool CudaStager::use_kernel(const Seg *segs, unsigned count,
+                            uint64_t average) const
+{
+    const bool wanted = (options_.policy == CopyChoice::kSm) ?
+                        (count > 0) :
+                        ((options_.policy == CopyChoice::kAuto) &&
+                         (count > 1) && (average < kSmBelow));
+    if (!wanted || (gather_ == nullptr)) {
+        return false;
+    }
+    /* The kernel reads device memory only. */
+    CUdeviceptr base = 0;
+    size_t size      = 0;
+    for (unsigned i = 0; i < count; ++i) {
+        if (segs[i].src - base < size) {
+            continue;
+        }
+        if (!cu_->is_device_pointer(reinterpret_cast<void*>(segs[i].src))) {
+            return false;
+        }
+        if (cu_->cuMemGetAddressRange(&base, &size, segs[i].src) != CUDA_SUCCESS) {
+            size = 0;
+        }
+    }
+    return true;
+}
+
 ucs_status_t CudaStager::commit(uint64_t seq, uint32_t slot)
 {
-    std::vector<Seg> &segs = segs_[slot];
     const CUdeviceptr base = arena_ + lane_base_ + uint64_t(slot) * slot_size_;
-    uint64_t total         = 0;
-    for (const Seg &seg : segs) {
-        total += seg.length;
-    }
-    const bool small = (segs.size() > 1) && (total / segs.size() < kSmBelow);
-    const bool sm    = (gather_ != nullptr) && device_only_[slot] &&
-                       ((policy_ == CopyPolicy::kSm) ||
-                        ((policy_ == CopyPolicy::kAuto) && small));
-    if (sm) {
-        Seg *host             = host_table_ + size_t(slot) * max_plan_;
+    const Seg *segs        = host_table_ + size_t(slot) * max_plan_;
+    unsigned count         = nsegs_[slot];
+    const uint64_t average = (count > 0) ? bytes_[slot] / count : 0;
+    nsegs_[slot]           = 0;
+    bytes_[slot]           = 0;
+    if (use_kernel(segs, count, average)) {
         const CUdeviceptr dev = dev_table_ + size_t(slot) * max_plan_ * sizeof(Seg);
-        memcpy(host, segs.data(), segs.size() * sizeof(Seg));
-        PXN_CU_CHECK(cu_->cuMemcpyAsync(dev, reinterpret_cast<CUdeviceptr>(host),
-                                        segs.size() * sizeof(Seg), stream_),
+        PXN_CU_CHECK(cu_->cuMemcpyAsync(dev, reinterpret_cast<CUdeviceptr>(segs),
+                                        count * sizeof(Seg), stream_),
                      "copying a segment table");
-        unsigned count   = static_cast<unsigned>(segs.size());
-        CUdeviceptr dst  = base;
-        void *args[]     = {const_cast<CUdeviceptr*>(&dev), &count, &dst};
-        const unsigned blocks = std::min<unsigned>(count, kGatherMaxBlocks);
+        CUdeviceptr dst          = base;
+        unsigned warps           = average < kWarpPerSegmentBelow;
+        void *args[]             = {const_cast<CUdeviceptr*>(&dev), &count,
+                                    &dst, &warps};
+        const unsigned per_block = warps ? kGatherThreads / 32 : 1;
+        const unsigned blocks    = std::min<unsigned>(
+                (count + per_block - 1) / per_block, options_.gather_ctas);
         PXN_CU_CHECK(cu_->cuLaunchKernel(gather_, blocks, 1, 1, kGatherThreads,
                                          1, 1, 0, stream_, args, nullptr),
                      "launching the gather kernel");
         ++stats_.sm_pieces;
     } else {
-        for (const Seg &seg : segs) {
-            PXN_CU_CHECK(cu_->cuMemcpyAsync(base + seg.offset, seg.src,
-                                            seg.length, stream_),
+        for (unsigned i = 0; i < count; ++i) {
+            PXN_CU_CHECK(cu_->cuMemcpyAsync(base + segs[i].offset, segs[i].src,
+                                            segs[i].length, stream_),
                          "staging copy (cuMemcpyAsync)");
         }
         ++stats_.ce_pieces;
     }
-    segs.clear();
-    device_only_[slot] = true;
 
     if (doorbell_dev_ != 0) {
-        PXN_CU_CHECK(cu_->cuStreamWriteValue64(stream_, doorbell_dev_, seq,
-                                               CU_STREAM_WRITE_VALUE_DEFAULT),
+        PXN_CU_CHECK(cu_->cuEventRecord(copied_, stream_), "cuEventRecord");
+        PXN_CU_CHECK(cu_->cuStreamWaitEvent(doorbell_stream_, copied_, 0),
+                     "cuStreamWaitEvent");
+        PXN_CU_CHECK(cu_->cuStreamWriteValue64(doorbell_stream_, doorbell_dev_,
+                                               seq, CU_STREAM_WRITE_VALUE_DEFAULT),
                      "GPU doorbell (cuStreamWriteValue64)");
         return UCS_OK;
     }

@@ -54,6 +54,10 @@ TEST(Settings, NamesTheVariableOfEachBadField)
     EXPECT_EQ(0u, rejection(s).find("UCX_PXN_INFLIGHT_DEPTH"));
 
     s = valid_settings();
+    s.gather_ctas = 0;
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_GATHER_CTAS=0"));
+
+    s = valid_settings();
     s.credit_timeout = 0;
     EXPECT_EQ(0u, rejection(s).find("UCX_PXN_CREDIT_TIMEOUT"));
 
