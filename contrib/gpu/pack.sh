@@ -13,6 +13,8 @@ out=$top/gpu-carry
 bash "$top/contrib/build.sh"
 make -C "$build" -j"$(nproc)" check_PROGRAMS="test/gtest/uct_gtest" \
     test/gtest/uct_gtest >/dev/null
+[ -x "$build/src/tools/ucx_pxn_stage_bench" ] ||
+    { echo "pack.sh: no ucx_pxn_stage_bench: configure found no CUDA" >&2; exit 1; }
 
 rm -rf "$out"
 mkdir -p "$out/ucx/lib/ucx" "$out/ucx/bin" "$out/build/.libs" \
@@ -23,7 +25,7 @@ done
 cp -L "$ucx"/lib/ucx/*.so.0 "$out/ucx/lib/ucx/"
 cp "$ucx"/bin/{ucx_info,ucx_perftest,ucx_pxn_relay,ucx_pxn_info} "$out/ucx/bin/"
 cp -L "$build/.libs/libuct_pxn.so.0.0.0" "$out/build/.libs/"
-cp "$build"/src/tools/{ucx_pxn_peer,ucx_pxn_bench} "$out/build/src/tools/"
+cp "$build"/src/tools/{ucx_pxn_peer,ucx_pxn_bench,ucx_pxn_stage_bench} "$out/build/src/tools/"
 cp "$build/test/gtest/uct_gtest" "$out/build/test/gtest/"
 for lib in libnuma.so.1; do
     cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" "$out/extra/"

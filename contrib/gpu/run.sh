@@ -2,7 +2,7 @@
 # Runs on the GPU machine, from the repository root, with gpu-carry/ made
 # by contrib/gpu/pack.sh: the GPU test subset, ucx_perftest with CUDA memory
 # through pxn, and the GPU benchmark. Results go to $OUT (or ./gpu-out).
-#   bash contrib/gpu/run.sh [tests|perftest|bench|all]
+#   bash contrib/gpu/run.sh [tests|perftest|bench|stage|all]   (or tune)
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -81,6 +81,16 @@ PY
         timeout 60 "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 1G \
             --sizes 1M,8M,64M --env "$env" 2>&1 | tee "$out/tune-${env//=/-}.txt" |
             grep -E '^ +[0-9]+[KM] |relay:'
+    done
+fi
+
+if [ "$what" = all ] || [ "$what" = stage ]; then
+    section "GPU staging hop alone: lane vs raw copies, scatter, doorbells, compute"
+    timeout 300 "$c/build/src/tools/ucx_pxn_stage_bench" 2>&1 | tee "$out/stage-bench.txt"
+    section "staging hop with larger slots"
+    for slot in 16M 32M; do
+        timeout 60 "$c/build/src/tools/ucx_pxn_stage_bench" --slot-size $slot \
+            --phases hop 2>&1 | tee "$out/stage-bench-hop-$slot.txt" | grep -E '^ '
     done
 fi
 

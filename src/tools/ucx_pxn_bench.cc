@@ -17,6 +17,7 @@
  * sleep (20 us). On a small machine a spinning sender takes a core that the
  * relay and the target need.
  */
+#include "bench_units.h"
 #include "peer_process.h"
 
 #include <algorithm>
@@ -28,6 +29,9 @@
 #include <unistd.h>
 #include <vector>
 
+using pxn_tools::human;
+using pxn_tools::parse_size;
+using pxn_tools::parse_sizes;
 using pxn_tools::PeerProcess;
 using pxn_tools::split;
 
@@ -35,7 +39,7 @@ namespace {
 
 struct Options {
     std::string              prefix = "pxn";
-    std::vector<size_t>      sizes;
+    std::vector<uint64_t>    sizes;
     unsigned                 reps   = 3;
     size_t                   total  = 256ul << 20; /* bytes per measurement */
     int                      wait_mode = 1; /* PXN_PEER_YIELD */
@@ -43,32 +47,6 @@ struct Options {
     std::vector<std::string> env;
     std::string              peer;
 };
-
-size_t parse_size(const std::string &text)
-{
-    char *end;
-    double value = strtod(text.c_str(), &end);
-    switch (*end) {
-    case 'k': case 'K': value *= 1024; break;
-    case 'm': case 'M': value *= 1024 * 1024; break;
-    case 'g': case 'G': value *= 1024.0 * 1024 * 1024; break;
-    default: break;
-    }
-    return static_cast<size_t>(value);
-}
-
-std::string human(size_t bytes)
-{
-    char buf[32];
-    if (bytes >= (1ul << 20)) {
-        snprintf(buf, sizeof(buf), "%zuM", bytes >> 20);
-    } else if (bytes >= 1024) {
-        snprintf(buf, sizeof(buf), "%zuK", bytes >> 10);
-    } else {
-        snprintf(buf, sizeof(buf), "%zu", bytes);
-    }
-    return buf;
-}
 
 [[noreturn]] void die(const std::string &why)
 {
@@ -198,17 +176,17 @@ int main(int argc, char **argv)
         if (a == "--prefix") {
             o.prefix = value();
         } else if (a == "--sizes") {
-            std::string list = value();
-            for (size_t pos = 0; pos <= list.size();) {
-                size_t comma = list.find(',', pos);
-                comma = (comma == std::string::npos) ? list.size() : comma;
-                o.sizes.push_back(parse_size(list.substr(pos, comma - pos)));
-                pos = comma + 1;
+            if (!parse_sizes(value(), &o.sizes)) {
+                die("--sizes takes sizes like 4K,1M,64M");
             }
         } else if (a == "--reps") {
             o.reps = std::max(1, atoi(value().c_str()));
         } else if (a == "--total") {
-            o.total = parse_size(value());
+            uint64_t total;
+            if (!parse_size(value(), &total)) {
+                die("--total takes a size like 256M");
+            }
+            o.total = total;
         } else if (a == "--wait") {
             const std::string mode = value();
             o.wait_mode = (mode == "spin") ? 0 : (mode == "yield") ? 1 :

@@ -1,0 +1,319 @@
+/*
+ * ucx_pxn_stage_bench: the GPU staging hop of one lane, measured alone on one
+ * GPU with the real pxn::uct::CudaStager (docs/gpu.md has results):
+ *
+ *   hop       contiguous slot-sized pieces through the lane (copy, doorbell,
+ *             relay pickup, credit back) against a raw loop of the same
+ *             copies into the same slots;
+ *   scatter   pieces gathered from blocks of 4 KiB..256 KiB (every other
+ *             block of a buffer) by the automatic policy (SM gather kernel)
+ *             and by the copy engine alone, against contiguous pieces;
+ *   latency   doorbell-to-pickup latency p50/p99 of single small pieces,
+ *             GPU doorbell (cuStreamWriteValue64) against CPU doorbell
+ *             (event query, then a store from the CPU);
+ *   compute   a matrix multiply alone and while the lane stages at full
+ *             rate: its slowdown, and the staging rate it leaves.
+ *
+ *   ucx_pxn_stage_bench [--slot-size 8M] [--slots 18] [--seconds 1]
+ *       [--blocks 4K,16K,64K,256K] [--samples 2000] [--latency-sizes 4K,1M]
+ *       [--gather-ctas 32,128] [--matmul-n 4096]
+ *       [--phases hop,scatter,latency,compute]
+ *
+ * The processes and the lane: stage_rig.h. Each mode's last piece is read
+ * back and compared byte by byte.
+ */
+#include "bench_units.h"
+#include "stage_rig.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <sys/mman.h>
+#include <vector>
+
+extern "C" const unsigned char pxn_stage_bench_kernels_fatbin[];
+
+namespace {
+
+using pxn_tools::human;
+using pxn_tools::parse_size;
+using pxn_tools::parse_sizes;
+using pxn::CopyChoice;
+using pxn::uct::CudaStager;
+using pxn_tools::Block;
+using pxn_tools::Rig;
+using pxn_tools::RigShared;
+using pxn_tools::scattered;
+
+constexpr unsigned kMatmulTile = 32; /* stage_bench_kernels.cu */
+
+struct Options {
+    pxn_tools::RigOptions rig;
+    std::vector<uint64_t> blocks    = {4096, 16384, 65536, 262144};
+    unsigned              samples   = 2000;
+    std::vector<uint64_t> latency_sizes = {4096, 1u << 20};
+    std::vector<uint64_t> ctas      = {32, 128}; /* gather grid bounds */
+    unsigned              matmul_n  = 4096;
+    std::vector<std::string> phases = {"hop", "scatter", "latency", "compute"};
+
+    bool phase(const char *name) const
+    {
+        return std::find(phases.begin(), phases.end(), name) != phases.end();
+    }
+};
+
+/* The matrix multiply alone, then while the lane stages (scattered 4 KiB
+ * blocks through the gather kernel, and contiguous pieces through the copy
+ * engine) until it finishes. */
+void run_compute(Rig &rig, const Options &opt)
+{
+    const pxn::uct::CudaDriver *cu = rig.cu();
+    const unsigned n               = opt.matmul_n;
+    const uint64_t size = uint64_t(n) * n * sizeof(float);
+    CUdeviceptr a, b, c;
+    CUmodule module;
+    CUfunction matmul;
+    CUstream mstream;
+    CUevent start, end;
+    RIG_CHECK_CU(cu, cu->cuModuleLoadData(&module, pxn_stage_bench_kernels_fatbin));
+    RIG_CHECK_CU(cu, cu->cuModuleGetFunction(&matmul, module, "pxn_bench_matmul"));
+    RIG_CHECK_CU(cu, cu->cuMemAlloc(&a, size));
+    RIG_CHECK_CU(cu, cu->cuMemAlloc(&b, size));
+    RIG_CHECK_CU(cu, cu->cuMemAlloc(&c, size));
+    RIG_CHECK_CU(cu, cu->cuMemsetD8(a, 0x3c, size)); /* 0.0115f */
+    RIG_CHECK_CU(cu, cu->cuMemsetD8(b, 0x3c, size));
+    RIG_CHECK_CU(cu, cu->cuStreamCreate(&mstream, CU_STREAM_NON_BLOCKING));
+    RIG_CHECK_CU(cu, cu->cuEventCreate(&start, CU_EVENT_DEFAULT));
+    RIG_CHECK_CU(cu, cu->cuEventCreate(&end, CU_EVENT_DEFAULT));
+
+    void *args[] = {&a, &b, &c, const_cast<unsigned*>(&n)};
+    const auto launch = [&](unsigned count) {
+        RIG_CHECK_CU(cu, cu->cuEventRecord(start, mstream));
+        for (unsigned i = 0; i < count; ++i) {
+            RIG_CHECK_CU(cu, cu->cuLaunchKernel(matmul, n / kMatmulTile,
+                                                n / kMatmulTile, 1, kMatmulTile,
+                                                kMatmulTile, 1, 0, mstream, args,
+                                                nullptr));
+        }
+        RIG_CHECK_CU(cu, cu->cuEventRecord(end, mstream));
+    };
+    const auto elapsed_ms = [&](unsigned count) {
+        RIG_CHECK_CU(cu, cu->cuEventSynchronize(end));
+        float ms;
+        RIG_CHECK_CU(cu, cu->cuEventElapsedTime(&ms, start, end));
+        return double(ms) / count;
+    };
+
+    launch(3);
+    const double calibrate = elapsed_ms(3);
+    const unsigned count   = std::max(5u, unsigned(opt.rig.seconds * 1e3 / calibrate));
+    launch(count);
+    const double alone = elapsed_ms(count);
+    const double tflops = 2.0 * n * n * double(n) / (alone * 1e-3) / 1e12;
+    printf("  matmul %ux%u FP32 alone: %.2f ms per multiply (%.1f TFLOP/s), "
+           "%u multiplies\n", n, n, alone, tflops, count);
+    printf("  gather kernel: CTAs of %u threads; the GPU has %d SMs\n",
+           CudaStager::kGatherThreads, rig.sms());
+    printf("  %-34s %12s %10s %14s\n", "staging during the multiplies",
+           "ms/multiply", "slowdown", "staging GB/s");
+
+    struct Mode {
+        std::string        name;
+        unsigned           ctas;
+        std::vector<Block> blocks;
+    };
+    std::vector<Mode> modes;
+    for (uint64_t ctas : opt.ctas) {
+        modes.push_back({"4K blocks, gather, " + std::to_string(ctas) + " CTAs",
+                         unsigned(ctas), scattered(4096, opt.rig.slot_size)});
+    }
+    modes.push_back({"contiguous, copy engine", 0, {{0, opt.rig.slot_size}}});
+    for (const Mode &m : modes) {
+        rig.open(CopyChoice::kAuto, true, std::max(1u, m.ctas));
+        launch(count);
+        const double gbps = rig.stream(m.blocks, [&](uint64_t) {
+            return cu->cuEventQuery(end) == CUDA_ERROR_NOT_READY;
+        }).gbps;
+        const double with = elapsed_ms(count);
+        printf("  %-34s %12.2f %9.1f%% %14.1f\n", m.name.c_str(), with,
+               (with / alone - 1) * 100, gbps);
+    }
+    cu->cuEventDestroy(start);
+    cu->cuEventDestroy(end);
+    cu->cuStreamDestroy(mstream);
+    cu->cuMemFree(a);
+    cu->cuMemFree(b);
+    cu->cuMemFree(c);
+    cu->cuModuleUnload(module);
+}
+
+/* ---- phases ----------------------------------------------------------- */
+
+void run_hop(Rig &bench, const Options &opt)
+{
+    printf("\n== staging hop: %s contiguous pieces, %u slots ==\n",
+           human(opt.rig.slot_size).c_str(), opt.rig.slots);
+    bench.open(CopyChoice::kAuto, true);
+    const double raw = bench.raw(opt.rig.slot_size);
+    const std::vector<Block> piece = {{0, opt.rig.slot_size}};
+    const Rig::Rate gpu = bench.stream(piece);
+    bench.open(CopyChoice::kAuto, false);
+    const Rig::Rate cpu = bench.stream(piece);
+    printf("  %-40s %10s %8s %12s\n", "path", "GB/s", "vs raw", "host us/pc");
+    printf("  %-40s %10.1f %8s\n", "raw copy loop (same copies, same slots)",
+           raw, "1.00");
+    printf("  %-40s %10.1f %8.2f %12.1f\n", "lane, GPU doorbell", gpu.gbps,
+           gpu.gbps / raw, gpu.host_us);
+    printf("  %-40s %10.1f %8.2f %12.1f\n", "lane, CPU doorbell (event)",
+           cpu.gbps, cpu.gbps / raw, cpu.host_us);
+}
+
+void run_scatter(Rig &bench, const Options &opt)
+{
+    printf("\n== scattered blocks staged into %s pieces (every other block) ==\n",
+           human(opt.rig.slot_size).c_str());
+    bench.open(CopyChoice::kAuto, true);
+    const double contiguous = bench.stream({{0, opt.rig.slot_size}}).gbps;
+    printf("  contiguous pieces (copy engine): %.1f GB/s\n", contiguous);
+    printf("  %-6s %6s", "block", "blocks");
+    for (uint64_t ctas : opt.ctas) {
+        printf(" %15s %7s", ("gather " + std::to_string(ctas) + " GB/s").c_str(),
+               "vs cont");
+    }
+    printf(" %10s %13s %7s\n", "host us/pc", "copy eng GB/s", "vs cont");
+    for (uint64_t block : opt.blocks) {
+        const std::vector<Block> blocks = scattered(block, opt.rig.slot_size);
+        printf("  %-6s %6zu", human(block).c_str(), blocks.size());
+        double host_us = 0;
+        for (uint64_t ctas : opt.ctas) {
+            bench.open(CopyChoice::kAuto, true, unsigned(ctas));
+            const Rig::Rate sm = bench.stream(blocks);
+            host_us              = (host_us == 0) ? sm.host_us : host_us;
+            printf(" %15.1f %7.3f", sm.gbps, sm.gbps / contiguous);
+        }
+        bench.open(CopyChoice::kCe, true);
+        const double ce = bench.stream(blocks).gbps;
+        printf(" %10.1f %13.2f %7.4f\n", host_us, ce, ce / contiguous);
+    }
+}
+
+void run_latency(Rig &bench, const Options &opt)
+{
+    printf("\n== doorbell-to-pickup latency, single pieces (%u samples) ==\n",
+           opt.samples);
+    printf("  %-8s %-22s %10s %10s\n", "piece", "doorbell", "p50 us", "p99 us");
+    for (uint64_t length : opt.latency_sizes) {
+        for (bool gpu : {true, false}) {
+            bench.open(CopyChoice::kAuto, gpu);
+            double p50, p99;
+            bench.latency(length, opt.samples, &p50, &p99);
+            printf("  %-8s %-22s %10.1f %10.1f\n", human(length).c_str(),
+                   gpu ? "GPU (stream write)" : "CPU (event query)", p50, p99);
+        }
+    }
+}
+
+/* The phases; the stager is closed before the relay stops. */
+void run(RigShared *sh, const Options &opt)
+{
+    Rig bench(sh, opt.rig);
+    bench.init();
+    printf("ucx_pxn_stage_bench: one GPU (%d SMs), sender and relay processes, "
+           "%u slots of %s, %.1f s per measurement\n", bench.sms(), opt.rig.slots,
+           human(opt.rig.slot_size).c_str(), opt.rig.seconds);
+    if (opt.phase("hop")) {
+        run_hop(bench, opt);
+    }
+    if (opt.phase("scatter")) {
+        run_scatter(bench, opt);
+    }
+    if (opt.phase("latency")) {
+        run_latency(bench, opt);
+    }
+    if (opt.phase("compute")) {
+        printf("\n== effect on a concurrent matrix multiply ==\n");
+        run_compute(bench, opt);
+    }
+}
+
+bool parse(int argc, char **argv, Options &opt)
+{
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        const char *v       = (i + 1 < argc) ? argv[i + 1] : nullptr;
+        if (v == nullptr) {
+            return false;
+        }
+        ++i;
+        if (a == "--slot-size" && parse_size(v, &opt.rig.slot_size)) {
+        } else if (a == "--slots" && atoi(v) > 1) {
+            opt.rig.slots = atoi(v);
+        } else if (a == "--seconds" && atof(v) > 0) {
+            opt.rig.seconds = atof(v);
+        } else if (a == "--blocks" && parse_sizes(v, &opt.blocks)) {
+        } else if (a == "--samples" && atoi(v) > 0) {
+            opt.samples = atoi(v);
+        } else if (a == "--latency-sizes" && parse_sizes(v, &opt.latency_sizes)) {
+        } else if (a == "--gather-ctas" && parse_sizes(v, &opt.ctas)) {
+        } else if (a == "--matmul-n" && atoi(v) > 0 && atoi(v) % kMatmulTile == 0) {
+            opt.matmul_n = atoi(v);
+        } else if (a == "--phases") {
+            opt.phases.clear();
+            for (char *p = strtok(const_cast<char*>(v), ","); p != nullptr;
+                 p = strtok(nullptr, ",")) {
+                opt.phases.push_back(p);
+            }
+        } else {
+            return false;
+        }
+    }
+    for (uint64_t block : opt.blocks) {
+        if ((opt.rig.slot_size % block) != 0) {
+            fprintf(stderr, "block %lu does not divide the slot size\n", block);
+            return false;
+        }
+    }
+    for (uint64_t ctas : opt.ctas) {
+        if (ctas > pxn::kMaxGatherCtas) {
+            fprintf(stderr, "--gather-ctas: at most %u\n", pxn::kMaxGatherCtas);
+            return false;
+        }
+    }
+    for (uint64_t length : opt.latency_sizes) {
+        if (length > opt.rig.slot_size) {
+            fprintf(stderr, "latency size %lu exceeds the slot size\n", length);
+            return false;
+        }
+    }
+    return opt.samples + 100 < pxn_tools::kRigRing;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, nullptr, _IOLBF, 0);
+    Options opt;
+    if (!parse(argc, argv, opt)) {
+        fprintf(stderr,
+                "usage: ucx_pxn_stage_bench [--slot-size 8M] [--slots 18] "
+                "[--seconds 1] [--blocks 4K,16K,64K,256K] [--samples 2000] "
+                "[--latency-sizes 4K,1M] [--gather-ctas 32,128] "
+                "[--matmul-n 4096 (multiple of 32)] "
+                "[--phases hop,scatter,latency,compute]\n");
+        return 2;
+    }
+    void *area = mmap(nullptr, sizeof(RigShared), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (area == MAP_FAILED) {
+        pxn_tools::die("mmap failed");
+    }
+    RigShared *sh     = new (area) RigShared();
+    const pid_t relay = pxn_tools::start_relay(sh, opt.rig);
+    run(sh, opt);
+    return pxn_tools::stop_relay(sh, relay) ? 0 : 1;
+}
+
