@@ -1,8 +1,8 @@
 /*
  * GPU staging of one lane (sender side): copies a piece's segments into its
- * slot of a relay's CUDA arena and rings the lane's doorbell from the GPU,
- * after the copy, on the same stream: the relay sees the doorbell only when
- * the bytes are there, and the CPU never waits for a copy.
+ * slot of a relay's CUDA arena and rings the lane's doorbell from the GPU
+ * once the copy is done: the relay sees the doorbell only when the bytes
+ * are there, and the CPU never waits for a copy.
  *
  *   add(slot, src, offset, length)   record a segment of the open piece
  *   commit(seq, slot)                enqueue its copies, then the doorbell
