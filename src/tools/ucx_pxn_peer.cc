@@ -120,6 +120,15 @@ void progress(Peer &p)
     }
 }
 
+/* A new connection replaces the ep (a failed one stays failed). */
+void destroy_ep(Peer &p)
+{
+    if (p.ep != nullptr) {
+        uct_ep_destroy(p.ep);
+        p.ep = nullptr;
+    }
+}
+
 std::string hex(const void *data, size_t length)
 {
     static const char digits[] = "0123456789abcdef";
@@ -531,6 +540,7 @@ int main(int argc, char **argv)
             params.iface      = p.iface;
             params.dev_addr   = (const uct_device_addr_t*)d.data();
             params.iface_addr = (const uct_iface_addr_t*)i.data();
+            destroy_ep(p);
             ucs_status_t status = uct_ep_create(&params, &p.ep);
             reply = (status == UCS_OK) ? "ok" :
                     std::string("err ") + ucs_status_string(status);
@@ -538,6 +548,7 @@ int main(int argc, char **argv)
             uct_ep_params_t params = {};
             params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
             params.iface      = p.iface;
+            destroy_ep(p);
             ucs_status_t status = uct_ep_create(&params, &p.ep);
             std::vector<uint8_t> addr(p.attr.ep_addr_len);
             if (status == UCS_OK) {
@@ -601,9 +612,7 @@ int main(int argc, char **argv)
             uct_rkey_release(p.component, &bundle);
         }
     }
-    if (p.ep != nullptr) {
-        uct_ep_destroy(p.ep);
-    }
+    destroy_ep(p);
     if (p.memh != UCT_MEM_HANDLE_NULL) {
         uct_md_mem_dereg(p.md, p.memh);
     }
