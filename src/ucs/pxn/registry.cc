@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <map>
 #include <sys/file.h>
+#include <tuple>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -419,6 +420,13 @@ ucs_status_t Registry::discover(const ProcessIdentity *self,
         info.path = path_ + "/" + name;
         peers->push_back(std::move(info));
     }
+    /* Oldest first: when a misconfigured rail map gives two relays one rail,
+     * every sender picks the same one, and a relay started later never
+     * takes the rail over. */
+    std::sort(peers->begin(), peers->end(), [](const PeerInfo &a, const PeerInfo &b) {
+        return std::tie(a.identity.start_time, a.name) <
+               std::tie(b.identity.start_time, b.name);
+    });
     return UCS_OK;
 }
 

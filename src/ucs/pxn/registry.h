@@ -130,8 +130,9 @@ public:
 
     /* Lists published relays usable by this process: READY, same uid, ABI
      * and geometry, same node id, fresh heartbeat, alive, and not `self`
-     * (nullptr: exclude none). Everything skipped is logged once per file
-     * (warn for foreign or corrupt files, debug for normal states). */
+     * (nullptr: exclude none), oldest process first (then by file name).
+     * Everything skipped is logged once per file (warn for foreign or
+     * corrupt files, debug for normal states). */
     ucs_status_t discover(const ProcessIdentity *self,
                           std::vector<PeerInfo> *peers);
 

@@ -326,6 +326,7 @@ ucs_status_t Hub::lane_for(uint32_t rail, std::shared_ptr<SendLane> *lane_p)
 
     peers_time_ns_ = 0;
     refresh_peers();
+    warn_if_crowded(rail);
     ucs_status_t status = UCS_ERR_UNREACHABLE;
     for (const PeerInfo &p : peers_) {
         if ((pxn::rail_hash(p.rail) != rail) || (p.inner_tl != net_->tl_name())) {
@@ -341,6 +342,27 @@ ucs_status_t Hub::lane_for(uint32_t rail, std::shared_ptr<SendLane> *lane_p)
         }
     }
     return status;
+}
+
+/* Two relays of one rail on a node: a rail map that is wrong somewhere.
+ * Senders use the oldest (discover() sorts so), which this says once. */
+void Hub::warn_if_crowded(uint32_t rail)
+{
+    std::string pids;
+    const PeerInfo *chosen = nullptr;
+    for (const PeerInfo &p : peers_) {
+        if ((pxn::rail_hash(p.rail) == rail) && (p.inner_tl == net_->tl_name())) {
+            chosen = (chosen == nullptr) ? &p : chosen;
+            pids  += (pids.empty() ? "" : ", ") + std::to_string(p.identity.pid);
+        }
+    }
+    if ((chosen != nullptr) && (pids.find(',') != std::string::npos) &&
+        crowded_rails_.insert(rail).second) {
+        ucs_warn("pxn: relays %s all serve rail %s on node %s: using the oldest, "
+                 "pid %u (check UCX_PXN_RAIL_MAP)", pids.c_str(),
+                 chosen->rail.c_str(), chosen->node_id.c_str(),
+                 chosen->identity.pid);
+    }
 }
 
 std::vector<std::shared_ptr<SendLane>> Hub::all_lanes()

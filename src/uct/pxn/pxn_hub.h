@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 namespace pxn {
@@ -64,8 +65,9 @@ public:
     bool is_reachable(const DeviceAddress &peer);
 
     /* The lane into this node's relay of `rail`, opened on first use and
-     * replaced when its relay failed. UCS_ERR_UNREACHABLE: no healthy relay
-     * for that rail. */
+     * replaced when its relay failed; the oldest relay of the rail first
+     * (two relays of one rail: a misconfigured rail map, warned once).
+     * UCS_ERR_UNREACHABLE: no healthy relay for that rail. */
     ucs_status_t lane_for(uint32_t rail, std::shared_ptr<SendLane> *lane);
     /* Lanes into every healthy relay of another rail (for ep addresses). */
     std::vector<std::shared_ptr<SendLane>> all_lanes();
@@ -93,6 +95,7 @@ private:
     ucs_status_t create_arena(const InnerMd &md);
     void         free_arena();
     ucs_status_t refresh_peers();
+    void         warn_if_crowded(uint32_t rail);
 
     Settings                       settings_;
     std::string                    rail_;
@@ -120,6 +123,7 @@ private:
     std::map<uint32_t, std::shared_ptr<SendLane>> lanes_;
     std::vector<PeerInfo>          peers_;
     uint64_t                       peers_time_ns_ = 0;
+    std::set<uint32_t>             crowded_rails_; /* warned: >1 relay */
 };
 
 } // namespace uct
