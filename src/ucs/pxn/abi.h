@@ -45,7 +45,7 @@ namespace pxn {
 namespace abi {
 
 constexpr uint64_t kMagic      = 0x314e58505843556full; /* "oUCXPXN1" */
-constexpr uint32_t kAbiVersion = 1;
+constexpr uint32_t kAbiVersion = 2;
 constexpr size_t   kCacheLine  = 64;
 constexpr size_t   kNameMax    = 64;  /* NUL-terminated names */
 constexpr size_t   kHandleMax  = 128; /* arena export handle */
@@ -66,6 +66,13 @@ enum ProcessState : uint32_t {
 enum ArenaKind : uint32_t {
     kArenaHostShm = 1, /* handle: file name (NUL-terminated) in the registry */
     kArenaCudaIpc = 2  /* handle: cudaIpcMemHandle_t (64 bytes) + device */
+};
+
+/* How a lane incarnation began. */
+enum LaneOwnerFlags : uint32_t {
+    /* A renewal by the same owner (the seq wrap of seq.h): routes and rkeys
+     * stay, in the lane and in the relay; only the sequence starts over. */
+    kLaneKeepRoutes = 1
 };
 
 enum LaneState : uint32_t {
@@ -166,7 +173,8 @@ struct alignas(kCacheLine) LaneOwner {
     uint64_t owner_epoch;      /* the sender's own process epoch */
     uint64_t lane_epoch;       /* new at every claim; descriptors carry it */
     uint64_t initial_seq;      /* counters start here (normally 0) */
-    uint8_t  reserved[24];
+    uint32_t flags;            /* LaneOwnerFlags of this incarnation */
+    uint8_t  reserved[20];
 };
 
 /* Written only by the sender owning the lane. */

@@ -29,7 +29,7 @@ ProcessIdentity relay_identity(const abi::ProcessHeader &h)
 }
 
 ucs_status_t reset_lane(const LaneBlock &lane, const ProcessIdentity &sender,
-                        uint64_t initial_seq, LaneClaim *claim)
+                        uint64_t initial_seq, bool keep_routes, LaneClaim *claim)
 {
     abi::LaneOwner &owner   = lane.owner();
     uint64_t        old     = load_relaxed(owner.lane_epoch);
@@ -62,11 +62,11 @@ ucs_status_t reset_lane(const LaneBlock &lane, const ProcessIdentity &sender,
         store_relaxed(lane.completion(slot).seq, uint64_t(0));
         store_relaxed(lane.descriptor(slot).seq, uint64_t(0));
     }
-    for (uint32_t i = 0; i < abi::kMaxRoutes; ++i) {
+    for (uint32_t i = 0; (i < abi::kMaxRoutes) && !keep_routes; ++i) {
         store_relaxed(lane.route(i).request.request_gen, uint64_t(0));
         store_relaxed(lane.route(i).reply.reply_gen, uint64_t(0));
     }
-    for (uint32_t i = 0; i < abi::kMaxRkeys; ++i) {
+    for (uint32_t i = 0; (i < abi::kMaxRkeys) && !keep_routes; ++i) {
         store_relaxed(lane.rkey(i).gen, uint64_t(0));
     }
 
@@ -74,6 +74,7 @@ ucs_status_t reset_lane(const LaneBlock &lane, const ProcessIdentity &sender,
     store_relaxed(owner.owner_start_time, sender.start_time);
     store_relaxed(owner.owner_epoch, sender.epoch);
     store_relaxed(owner.initial_seq, initial_seq);
+    store_relaxed(owner.flags, keep_routes ? uint32_t(abi::kLaneKeepRoutes) : 0u);
     store_release(owner.lane_epoch, epoch);
     store_release(owner.state, uint32_t(abi::kLaneClaimed));
 
@@ -153,12 +154,14 @@ ucs_status_t claim_lane_locked(const ControlView &file,
         return UCS_ERR_NO_RESOURCE;
     }
     claim->index = uint32_t(index);
-    return reset_lane(file.lane(uint32_t(index)), sender, initial_seq, claim);
+    return reset_lane(file.lane(uint32_t(index)), sender, initial_seq, false,
+                      claim);
 }
 
 ucs_status_t renew_lane_locked(const ControlView &file,
                                const ProcessIdentity &sender, uint32_t index,
-                               uint64_t initial_seq, LaneClaim *claim)
+                               uint64_t initial_seq, bool keep_routes,
+                               LaneClaim *claim)
 {
     if ((index >= file.geometry.lanes) || !owned_by(file.lane(index), sender)) {
         ucs_debug("pxn: lane %" PRIu32 " is not owned by pid %" PRIu32
@@ -167,7 +170,7 @@ ucs_status_t renew_lane_locked(const ControlView &file,
         return UCS_ERR_NO_ELEM;
     }
     claim->index = index;
-    return reset_lane(file.lane(index), sender, initial_seq, claim);
+    return reset_lane(file.lane(index), sender, initial_seq, keep_routes, claim);
 }
 
 ucs_status_t release_lane_locked(const ControlView &file,

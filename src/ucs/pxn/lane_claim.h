@@ -21,7 +21,10 @@
  *    dead-owned and it gets a fresh lane epoch and reset counters.
  * 3. Else UCS_ERR_NO_RESOURCE: every lane is owned by a live sender.
  * renew_lane() gives the owner a new lane epoch on the lane it holds (the
- * seq wrap of seq.h, or recovery after an epoch mismatch).
+ * seq wrap of seq.h, or recovery after an epoch mismatch). A renewal that
+ * keeps routes (the wrap: the owner drained the lane and still uses its
+ * routes and rkeys) leaves route and rkey generations alone and sets
+ * owner.flags = kLaneKeepRoutes.
  *
  * What a reset writes (the claimer is the only writer of the whole lane
  * while it holds the lock and the lane is not CLAIMED):
@@ -29,8 +32,8 @@
  *   producer.{head, doorbell, reaped} = initial_seq
  *   consumer.{consumed, completed} = initial_seq, consumer.lane_epoch = 0
  *   every completion.seq and descriptor.seq = 0, every route request_gen /
- *   reply_gen = 0, every rkey gen = 0
- *   owner.{owner_pid, owner_start_time, owner_epoch, initial_seq}
+ *   reply_gen = 0, every rkey gen = 0 (unless routes are kept)
+ *   owner.{owner_pid, owner_start_time, owner_epoch, initial_seq, flags}
  *   owner.lane_epoch = new random != 0 (release), owner.state = CLAIMED
  *   (release)
  *
@@ -40,7 +43,9 @@
  * acquire fence and e2 = load_relaxed(lane_epoch): if e1 != e2, retry later.
  * A relay that sees a lane epoch it does not know drops every cache of that
  * lane (routes, unpacked rkeys, in-flight pieces of the old epoch, whose
- * results it never writes), writes consumer.{consumed, completed} =
+ * results it never writes) -- except routes and rkeys when owner.flags has
+ * kLaneKeepRoutes and the owner is the one it acknowledged before --
+ * writes consumer.{consumed, completed} =
  * initial_seq and every completion.seq = 0, then acknowledges with
  * store_release(consumer.lane_epoch, lane_epoch). Its stale writes all
  * precede the acknowledgement in its own program order, so they are
@@ -79,10 +84,12 @@ ucs_status_t claim_lane_locked(const ControlView &file,
                                const ProcessIdentity &sender,
                                uint64_t initial_seq, LaneClaim *claim);
 
-/* UCS_ERR_NO_ELEM: `index` is not a lane owned by `sender`. */
+/* UCS_ERR_NO_ELEM: `index` is not a lane owned by `sender`. keep_routes:
+ * the routes and rkeys of the lane stay (owner.flags kLaneKeepRoutes). */
 ucs_status_t renew_lane_locked(const ControlView &file,
                                const ProcessIdentity &sender, uint32_t index,
-                               uint64_t initial_seq, LaneClaim *claim);
+                               uint64_t initial_seq, bool keep_routes,
+                               LaneClaim *claim);
 
 /* UCS_ERR_NO_ELEM: `index` is not a lane owned by `sender`. */
 ucs_status_t release_lane_locked(const ControlView &file,

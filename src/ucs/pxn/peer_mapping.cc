@@ -73,14 +73,16 @@ ucs_status_t PeerMapping::claim_lane(const ProcessIdentity &sender,
 }
 
 ucs_status_t PeerMapping::renew_lane(const ProcessIdentity &sender, uint32_t index,
-                                     LaneClaim *claim, uint64_t initial_seq)
+                                     LaneClaim *claim, uint64_t initial_seq,
+                                     bool keep_routes)
 {
     Registry::Lock     lock(registry_);
     const ucs_status_t status = lock.acquire();
     if (status != UCS_OK) {
         return status;
     }
-    return renew_lane_locked(view_, sender, index, initial_seq, claim);
+    return renew_lane_locked(view_, sender, index, initial_seq, keep_routes,
+                             claim);
 }
 
 ucs_status_t PeerMapping::release_lane(const ProcessIdentity &sender,

@@ -57,7 +57,8 @@ public:
     ucs_status_t claim_lane(const ProcessIdentity &sender, LaneClaim *claim,
                             uint64_t initial_seq = 0);
     ucs_status_t renew_lane(const ProcessIdentity &sender, uint32_t index,
-                            LaneClaim *claim, uint64_t initial_seq = 0);
+                            LaneClaim *claim, uint64_t initial_seq = 0,
+                            bool keep_routes = false);
     ucs_status_t release_lane(const ProcessIdentity &sender, uint32_t index);
 
     /* Opens the relay's host arena file (kArenaHostShm only; its handle must

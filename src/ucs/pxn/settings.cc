@@ -1,6 +1,7 @@
 #include "settings.h"
 
 #include "rail_map.h"
+#include "seq.h"
 
 #include <cmath>
 #include <sstream>
@@ -99,6 +100,10 @@ ucs_status_t validate(const Settings &s, std::string *error)
     if ((s.gather_ctas < 1) || (s.gather_ctas > kMaxGatherCtas)) {
         return out_of_range(error, "GATHER_CTAS", s.gather_ctas,
                             "must be 1..1024");
+    }
+    if (s.initial_seq >= kDefaultSeqLimit) {
+        return out_of_range(error, "INITIAL_SEQ", s.initial_seq,
+                            "must be below " + std::to_string(kDefaultSeqLimit));
     }
     if (!std::isfinite(s.credit_timeout) || (s.credit_timeout <= 0)) {
         return out_of_range(error, "CREDIT_TIMEOUT", s.credit_timeout,

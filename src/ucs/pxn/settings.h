@@ -86,6 +86,7 @@ struct Settings {
     double                   heartbeat_timeout = 3.0; /* seconds */
     uint64_t                 relay_slice       = 0;   /* 0: inner limits only */
     uint64_t                 relay_slice_merge = 4096;
+    uint64_t                 initial_seq       = 0; /* new lanes count from here */
 };
 
 /* 1..64 characters of [A-Za-z0-9_.-], and not "." or "..". */

@@ -142,6 +142,13 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      ucs_offsetof(uct_pxn_md_config_t, relay_slice_merge),
      UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"INITIAL_SEQ", "0",
+     "Sequence number a sender's new lane counts from (testing: a value near\n"
+     "the limit, 18446744069414584319, makes lanes drain and re-establish\n"
+     "themselves under a new epoch within a few pieces). After such a\n"
+     "re-establishment lanes count from 0.",
+     ucs_offsetof(uct_pxn_md_config_t, initial_seq), UCS_CONFIG_TYPE_ULONG},
+
     {NULL}
 };
 
@@ -169,6 +176,7 @@ pxn::Settings uct_pxn_md_settings(const uct_pxn_md_config_t *config)
     s.inflight_depth     = config->inflight_depth;
     s.credit_timeout     = config->credit_timeout;
     s.heartbeat_timeout  = config->heartbeat_timeout;
+    s.initial_seq        = config->initial_seq;
     s.relay_slice        = config->relay_slice;
     s.relay_slice_merge  = config->relay_slice_merge;
     return s;

@@ -42,6 +42,7 @@ typedef struct uct_pxn_md_config {
     double                   heartbeat_timeout;
     size_t                   relay_slice;
     size_t                   relay_slice_merge;
+    unsigned long            initial_seq;
 } uct_pxn_md_config_t;
 
 /*

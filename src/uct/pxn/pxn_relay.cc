@@ -91,6 +91,11 @@ unsigned Relay::sync_owner(Lane &lane)
     const uint64_t e1     = abi::load_acquire(owner.lane_epoch);
     const uint32_t state  = abi::load_acquire(owner.state);
     const uint64_t start  = abi::load_relaxed(owner.initial_seq);
+    const uint32_t flags  = abi::load_relaxed(owner.flags);
+    ProcessIdentity who;
+    who.pid        = abi::load_relaxed(owner.owner_pid);
+    who.start_time = abi::load_relaxed(owner.owner_start_time);
+    who.epoch      = abi::load_relaxed(owner.owner_epoch);
     std::atomic_thread_fence(std::memory_order_acquire);
     const uint64_t e2     = abi::load_relaxed(owner.lane_epoch);
 
@@ -108,7 +113,11 @@ unsigned Relay::sync_owner(Lane &lane)
         return 0; /* current, or waiting for old pieces to finish */
     }
 
-    drop_lane(lane);
+    /* The same owner after a seq wrap keeps its routes and rkeys. */
+    if (!(flags & abi::kLaneKeepRoutes) || (lane.epoch == 0) ||
+        (who != lane.owner)) {
+        drop_lane(lane);
+    }
     abi::LaneConsumer &consumer = lane.block.consumer();
     lane.next_seq               = start + 1;
     lane.tracker.reset(geometry_.slots, start);
@@ -119,6 +128,7 @@ unsigned Relay::sync_owner(Lane &lane)
     }
     abi::store_release(consumer.lane_epoch, e1);
     lane.epoch = e1;
+    lane.owner = who;
     abi::bump(counters_->lane_resets);
     ucs_debug("pxn: relay lane %p now owned by pid %u (lane epoch %lx)",
               lane.block.base(), owner.owner_pid, e1);

@@ -73,6 +73,7 @@ private:
     struct Lane {
         LaneBlock         block;
         uint64_t          epoch    = 0; /* acknowledged incarnation; 0: none */
+        ProcessIdentity   owner;        /* of the acknowledged incarnation */
         uint64_t          next_seq = 1;
         CompletionTracker tracker;
         unsigned          inflight = 0;

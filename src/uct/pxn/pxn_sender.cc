@@ -72,11 +72,12 @@ ucs_status_t SendLane::open(Registry *registry, const PeerInfo &relay,
         return status;
     }
     LaneClaim claim;
-    status = lane->mapping_->claim_lane(self, &claim);
+    status = lane->mapping_->claim_lane(self, &claim, settings.initial_seq);
     if ((status == UCS_OK) && claim.resumed) {
         /* A previous SendLane of ours may have left pieces behind: start a
          * new incarnation rather than guess its counters. */
-        status = lane->mapping_->renew_lane(self, claim.index, &claim);
+        status = lane->mapping_->renew_lane(self, claim.index, &claim,
+                                            settings.initial_seq);
     }
     if (status != UCS_OK) {
         ucs_debug("pxn: no lane at relay pid %u (rail %s): %s",
@@ -783,7 +784,9 @@ void SendLane::give_up(SendRequest *req, ucs_status_t status)
 ucs_status_t SendLane::reestablish()
 {
     LaneClaim claim;
-    ucs_status_t status = mapping_->renew_lane(self_, lane_index_, &claim);
+    /* The lane is drained; its routes and rkeys stay (lane_claim.h). */
+    ucs_status_t status = mapping_->renew_lane(self_, lane_index_, &claim, 0,
+                                               true);
     if (status != UCS_OK) {
         return status;
     }
@@ -794,12 +797,9 @@ ucs_status_t SendLane::reestablish()
         })) {
         return UCS_ERR_TIMED_OUT;
     }
-    /* The renewal reset the route table: routes must be set up again by
-     * their owners, which see them fail until then. */
-    std::fill(std::begin(route_used_), std::end(route_used_), false);
-    for (RkeySlot &slot : rkeys_) {
-        slot.gen = 0;
-    }
+    ucs_debug("pxn: lane %u at relay pid %u re-established at seq %lu "
+              "(lane epoch %lx)", lane_index_, relay().identity.pid,
+              claim.initial_seq, claim.lane_epoch);
     published_ = claim.initial_seq;
     return window_.reestablish(claim.lane_epoch, claim.initial_seq);
 }

@@ -23,7 +23,8 @@ namespace abi = pxn::abi;
 TEST(AbiLayout, ConstantsArePinned)
 {
     EXPECT_EQ(0, std::memcmp(&abi::kMagic, "oUCXPXN1", 8));
-    EXPECT_EQ(1u, abi::kAbiVersion);
+    EXPECT_EQ(2u, abi::kAbiVersion);
+    EXPECT_EQ(1u, abi::kLaneKeepRoutes);
     EXPECT_EQ(64u, abi::kCacheLine);
     EXPECT_EQ(64u, abi::kNameMax);
     EXPECT_EQ(128u, abi::kHandleMax);
@@ -120,7 +121,8 @@ TEST(AbiLayout, LaneHeaderBlocks)
     EXPECT_FIELD(LaneOwner, owner_epoch, 16, 8);
     EXPECT_FIELD(LaneOwner, lane_epoch, 24, 8);
     EXPECT_FIELD(LaneOwner, initial_seq, 32, 8);
-    EXPECT_FIELD(LaneOwner, reserved, 40, 24);
+    EXPECT_FIELD(LaneOwner, flags, 40, 4);
+    EXPECT_FIELD(LaneOwner, reserved, 44, 20);
 
     EXPECT_EQ(64u, sizeof(abi::LaneProducer));
     EXPECT_FIELD(LaneProducer, head, 0, 8);

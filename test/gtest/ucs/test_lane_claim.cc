@@ -200,6 +200,38 @@ TEST_F(RegistryLaneTest, RenewGivesTheOwnerANewLaneEpochOnTheSameLane)
     EXPECT_EQ(UCS_ERR_NO_ELEM, mapping->renew_lane(sender, 1000, &renewed));
 }
 
+TEST_F(RegistryLaneTest, RenewalForASeqWrapKeepsRoutesAndRkeysOthersClearThem)
+{
+    auto registry = open_registry();
+    ASSERT_NE(nullptr, registry);
+    auto entry   = published_entry(registry.get());
+    auto mapping = map_only_peer(registry.get());
+    ASSERT_NE(nullptr, mapping);
+    const pxn::ProcessIdentity sender = sender_identity();
+    pxn::LaneClaim             claim, renewed;
+    ASSERT_EQ(UCS_OK, mapping->claim_lane(sender, &claim));
+    const pxn::LaneBlock lane = mapping->lane(claim.index);
+    EXPECT_EQ(0u, load_relaxed(lane.owner().flags));
+    store_relaxed(lane.route(3).request.request_gen, uint64_t(5));
+    store_relaxed(lane.route(3).reply.reply_gen, uint64_t(5));
+    store_relaxed(lane.rkey(7).gen, uint64_t(9));
+    store_relaxed(lane.producer().head, uint64_t(40));
+
+    ASSERT_EQ(UCS_OK, mapping->renew_lane(sender, claim.index, &renewed, 0, true));
+    EXPECT_NE(claim.lane_epoch, renewed.lane_epoch);
+    EXPECT_EQ(uint32_t(pxn::abi::kLaneKeepRoutes), load_relaxed(lane.owner().flags));
+    EXPECT_EQ(5u, load_relaxed(lane.route(3).request.request_gen));
+    EXPECT_EQ(5u, load_relaxed(lane.route(3).reply.reply_gen));
+    EXPECT_EQ(9u, load_relaxed(lane.rkey(7).gen));
+    EXPECT_EQ(0u, load_relaxed(lane.producer().head));
+
+    ASSERT_EQ(UCS_OK, mapping->renew_lane(sender, claim.index, &renewed));
+    EXPECT_EQ(0u, load_relaxed(lane.owner().flags));
+    EXPECT_EQ(0u, load_relaxed(lane.route(3).request.request_gen));
+    EXPECT_EQ(0u, load_relaxed(lane.route(3).reply.reply_gen));
+    EXPECT_EQ(0u, load_relaxed(lane.rkey(7).gen));
+}
+
 TEST_F(RegistryLaneTest, ReleasedLaneIsFreeAndOnlyItsOwnerCanReleaseIt)
 {
     settings_.geometry.lanes = 1;

@@ -1,4 +1,5 @@
 #include <ucs/pxn/rail_map.h>
+#include <ucs/pxn/seq.h>
 #include <ucs/pxn/settings.h>
 
 #include <gtest/gtest.h>
@@ -56,6 +57,10 @@ TEST(Settings, NamesTheVariableOfEachBadField)
     s = valid_settings();
     s.gather_ctas = 0;
     EXPECT_EQ(0u, rejection(s).find("UCX_PXN_GATHER_CTAS=0"));
+
+    s = valid_settings();
+    s.initial_seq = pxn::kDefaultSeqLimit;
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_INITIAL_SEQ"));
 
     s = valid_settings();
     s.credit_timeout = 0;
