@@ -1,0 +1,209 @@
+/*
+ * The fixture of the multi-process UCT tests: every process is a
+ * ucx_pxn_peer (fork+exec), driven over pipes; every byte is verified
+ * against a pattern, canaries around target buffers stay intact.
+ *
+ * tcp runs over the emulated rail-only topology (contrib/topology.sh, 2
+ * nodes x 8 rails, prefix "pxnt", brought up per test suite); cma needs no
+ * topology: processes tell their rails apart by UCX_PXN_RAIL_MAP. Each test
+ * gets its own registry groups, removed afterwards.
+ */
+#ifndef PXN_TEST_UCT_PXN_TRANSFER_H_
+#define PXN_TEST_UCT_PXN_TRANSFER_H_
+
+#include <tools/peer_process.h>
+
+#include "../common/test_helpers.h"
+
+#include <gtest/gtest.h>
+#include <ucs/type/status.h>
+
+#include <memory>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace pxn_test {
+
+using pxn_tools::PeerProcess;
+using pxn_tools::split;
+
+inline constexpr const char *kPrefix  = "pxnt";
+inline constexpr size_t      kSlot    = 65536; /* UCX_PXN_SLOT_SIZE in these tests */
+inline constexpr size_t      kSlots   = 4;     /* UCX_PXN_SLOTS */
+
+inline std::string topology_script()
+{
+    return std::string(PXN_SOURCE_DIR) + "/contrib/topology.sh";
+}
+
+struct Target {
+    std::string dev, iface, addr, rkey;
+};
+
+class PxnTransfer : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() { up(kPrefix, 8, false); }
+    static void TearDownTestSuite() { down(kPrefix); }
+
+    static void up(const char *prefix, int rails, bool spine)
+    {
+        prefix_ = prefix;
+        if (geteuid() != 0) {
+            return;
+        }
+        std::vector<std::string> argv = {"/bin/bash", topology_script(), "up",
+                                         "--nodes", "2", "--rails",
+                                         std::to_string(rails), "--prefix",
+                                         prefix};
+        if (spine) {
+            argv.push_back("--spine");
+        }
+        auto r = pxn_test::run_program(argv);
+        topology_ok_  = (r.exit_code == 0);
+        topology_log_ = r.output;
+    }
+
+    static void down(const char *prefix)
+    {
+        if (geteuid() == 0) {
+            pxn_test::run_program({"/bin/bash", topology_script(), "down",
+                                   "--prefix", prefix});
+        }
+    }
+
+    void SetUp() override
+    {
+        if (geteuid() != 0) {
+            GTEST_SKIP() << "needs root: the rail topology uses network namespaces";
+        }
+        ASSERT_TRUE(topology_ok_) << topology_log_;
+        const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
+        group_ = std::string("t") +
+                 std::to_string(std::hash<std::string>()(info->name()) % 100000);
+    }
+
+    void TearDown() override
+    {
+        peers_.clear();
+        for (int node = 0; node < 2; ++node) {
+            pxn_test::run_program({"/bin/rm", "-rf", "/dev/shm/ucx-pxn-" +
+                                   std::to_string(geteuid()) + "-" + group(node)});
+        }
+    }
+
+    std::string group(int node) const
+    {
+        return group_ + "-node" + std::to_string(node);
+    }
+
+    /* A pxn process in slot (node, rail) of the topology, inner tcp. */
+    PeerProcess *tcp_peer(int node, int rail, std::vector<std::string> env = {})
+    {
+        env.insert(env.begin(),
+                   {"UCX_PXN_NODE_ID=node" + std::to_string(node),
+                    "UCX_PXN_GROUP=" + group(node),
+                    "UCX_PXN_HOME_DEVICE=rail" + std::to_string(rail),
+                    "UCX_PXN_NET_TLS=tcp",
+                    "UCX_PXN_SLOT_SIZE=" + std::to_string(kSlot),
+                    "UCX_PXN_SLOTS=" + std::to_string(kSlots),
+                    "UCX_PXN_HEARTBEAT_TIMEOUT=1s"});
+        const std::string ns = prefix_ + "-n" + std::to_string(node) + "r" +
+                               std::to_string(rail);
+        return start(ns, env, "pxn_tcp", "front");
+    }
+
+    /* A pxn process over cma on this host, on rail `rail` of node `node`. */
+    PeerProcess *cma_peer(int node, const std::string &rail)
+    {
+        return start("", {"UCX_PXN_NODE_ID=node" + std::to_string(node),
+                          "UCX_PXN_GROUP=" + group(node), "UCX_PXN_NET_TLS=cma",
+                          "UCX_PXN_RAIL_MAP=memory:" + rail,
+                          "UCX_PXN_SLOT_SIZE=" + std::to_string(kSlot),
+                          "UCX_PXN_SLOTS=" + std::to_string(kSlots),
+                          "UCX_PXN_HEARTBEAT_TIMEOUT=1s"},
+                     "pxn_cma", "memory");
+    }
+
+    PeerProcess *start(const std::string &ns, const std::vector<std::string> &env,
+                       const std::string &md, const std::string &dev)
+    {
+        peers_.emplace_back(new PeerProcess());
+        std::string error;
+        if (!peers_.back()->start(pxn_test::build_dir() + "/src/tools/ucx_pxn_peer",
+                                  ns, env, md, "pxn", dev, &error)) {
+            ADD_FAILURE() << error;
+            return nullptr;
+        }
+        return peers_.back().get();
+    }
+
+    Target target_buffer(PeerProcess *peer, size_t size)
+    {
+        Target t;
+        auto info  = split(peer->call("info"));
+        auto alloc = split(peer->call("alloc " + std::to_string(size)));
+        EXPECT_EQ(4u, info.size());
+        EXPECT_EQ(3u, alloc.size());
+        if ((info.size() == 4) && (alloc.size() == 3)) {
+            t = {info[1], info[2], alloc[1], alloc[2]};
+        }
+        return t;
+    }
+
+    void source_buffer(PeerProcess *peer, size_t size, int seed)
+    {
+        EXPECT_EQ("alloc", split(peer->call("alloc " + std::to_string(size)))[0]);
+        EXPECT_EQ("ok", peer->call("fill " + std::to_string(seed)));
+    }
+
+    /* "done <status string> <ns> <ops>" -> status string */
+    static std::string status_of(const std::string &done)
+    {
+        auto words = split(done);
+        if ((words.size() < 4) || (words[0] != "done")) {
+            return done;
+        }
+        std::string status = words[1];
+        for (size_t i = 2; i + 2 < words.size(); ++i) {
+            status += " " + words[i];
+        }
+        return status;
+    }
+
+    std::string put(PeerProcess *sender, const Target &t, size_t bytes,
+                    size_t chunk, size_t offset = 0,
+                    const std::string &kind = "zcopy")
+    {
+        return status_of(sender->call("put " + kind + " " + t.addr + " " + t.rkey +
+                                      " " + std::to_string(bytes) + " " +
+                                      std::to_string(chunk) + " " +
+                                      std::to_string(offset)));
+    }
+
+    pxn::abi::ProcessCounters counters(int node, PeerProcess *peer)
+    {
+        pxn::abi::ProcessCounters c = {};
+        EXPECT_TRUE(pxn_tools::read_counters(group(node), peer->pid(), &c));
+        return c;
+    }
+
+    void expect_healthy(int relay_node, PeerProcess *relay, size_t bytes)
+    {
+        const auto c = counters(relay_node, relay);
+        EXPECT_GE(c.relay.bytes, bytes);
+        EXPECT_EQ(0u, c.relay.rejected);
+        EXPECT_EQ(0u, c.relay.failed_pieces);
+        EXPECT_EQ(0u, c.sender.fallback_bytes);
+    }
+
+    static inline bool        topology_ok_ = false;
+    static inline std::string topology_log_;
+    static inline std::string prefix_;
+    std::string        group_;
+    std::vector<std::unique_ptr<PeerProcess>> peers_;
+};
+
+} // namespace pxn_test
+
+#endif

@@ -1,0 +1,196 @@
+/*
+ * Failure behaviour beyond a killed relay or sender (test_pxn_put.cc): a
+ * frozen relay, a target dying under the relay's writes, two relays on one
+ * rail, a sequence wrap, and a hostile process scribbling over its lane.
+ * Every wait is bounded; bytes and canaries are verified.
+ */
+#include "pxn_transfer.h"
+
+#include <ucs/pxn/seq.h>
+
+#include <chrono>
+#include <csignal>
+
+using pxn_test::PeerProcess;
+using pxn_test::PxnTransfer;
+using pxn_test::Target;
+using pxn_test::kSlot;
+using pxn_test::kSlots;
+using pxn_tools::BackgroundProcess;
+using pxn_tools::split;
+
+namespace {
+
+class PxnFaults : public PxnTransfer {
+protected:
+    /* Seconds until `peer` answers its pending command; -1 if it does not
+     * within timeout_ms. */
+    static double seconds_to_answer(PeerProcess *peer, std::string *answer,
+                                    int timeout_ms)
+    {
+        const auto start = std::chrono::steady_clock::now();
+        *answer = peer->receive(timeout_ms);
+        return answer->empty() ? -1 :
+               std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                             start).count();
+    }
+
+    std::string put_cmd(const Target &t, size_t bytes, size_t chunk)
+    {
+        return "put zcopy " + t.addr + " " + t.rkey + " " + std::to_string(bytes) +
+               " " + std::to_string(chunk) + " 0";
+    }
+};
+
+TEST_F(PxnFaults, RelayFrozenPastTheHeartbeatTimeoutFailsItsPiecesAndRecovers)
+{
+    PeerProcess *relay  = tcp_peer(0, 1);
+    PeerProcess *target = tcp_peer(1, 1);
+    PeerProcess *sender = tcp_peer(0, 0);
+    ASSERT_TRUE(relay && target && sender);
+
+    const size_t size = 256 << 20;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 61);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    ASSERT_TRUE(sender->send(put_cmd(t, size, 1 << 20)));
+    usleep(50000);
+    ASSERT_TRUE(relay->stop()); /* frozen, not dead: its pid stays alive */
+
+    /* Heartbeat timeout 1 s; a rail-only fabric has no direct path. */
+    std::string done;
+    const double waited = seconds_to_answer(sender, &done, 10000);
+    ASSERT_GE(waited, 0) << "sender hung behind a frozen relay";
+    EXPECT_LT(waited, 5.0);
+    EXPECT_EQ(ucs_status_string(UCS_ERR_ENDPOINT_TIMEOUT), status_of(done));
+    EXPECT_GE(counters(0, sender).sender.failed_ops, 1u);
+
+    /* Thawed, its heartbeat is fresh again: a new endpoint (the failed one
+     * stays failed, as UCT wants) goes through it. */
+    relay->kill(SIGCONT);
+    usleep(300000);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, 1 << 20, 65536));
+    EXPECT_EQ("ok", target->call("check 61 0 1048576"));
+}
+
+TEST_F(PxnFaults, TargetKilledUnderTheRelaysWritesFailsOnlyItsOwnOperations)
+{
+    PeerProcess *relay   = tcp_peer(0, 1);
+    PeerProcess *doomed  = tcp_peer(1, 1);
+    PeerProcess *healthy = tcp_peer(1, 1);
+    PeerProcess *first   = tcp_peer(0, 0);
+    PeerProcess *second  = tcp_peer(0, 2);
+    ASSERT_TRUE(relay && doomed && healthy && first && second);
+
+    const size_t big = 256 << 20, small = 32 << 20;
+    Target a = target_buffer(doomed, big);
+    Target b = target_buffer(healthy, small);
+    source_buffer(first, big, 67);
+    source_buffer(second, small, 71);
+    ASSERT_EQ("ok", first->call("connect " + a.dev + " " + a.iface));
+    ASSERT_EQ("ok", second->call("connect " + b.dev + " " + b.iface));
+
+    ASSERT_TRUE(first->send(put_cmd(a, big, 1 << 20)));
+    usleep(50000);
+    doomed->kill(SIGKILL);
+    EXPECT_EQ("Success", put(second, b, small, 1 << 20));
+    EXPECT_EQ("ok", healthy->call("check 71 0 " + std::to_string(small)));
+
+    std::string done;
+    ASSERT_GE(seconds_to_answer(first, &done, 20000), 0) << "sender hung";
+    EXPECT_NE("Success", status_of(done));
+    EXPECT_GE(counters(0, first).sender.failed_ops, 1u);
+    EXPECT_EQ(0u, counters(0, second).sender.failed_ops);
+    const auto c = counters(0, relay);
+    EXPECT_GE(c.relay.failed_pieces, 1u);
+    EXPECT_GE(c.relay.bytes, small);
+    /* The relay serves on. */
+    EXPECT_EQ("Success", put(second, b, small, 1 << 20));
+}
+
+TEST_F(PxnFaults, TwoRelaysOnOneRailTheOldestCarriesTheTraffic)
+{
+    PeerProcess *older  = tcp_peer(0, 1);
+    usleep(50000); /* start times are counted in clock ticks */
+    PeerProcess *newer  = tcp_peer(0, 1);
+    PeerProcess *target = tcp_peer(1, 1);
+    PeerProcess *sender = tcp_peer(0, 0);
+    ASSERT_TRUE(older && newer && target && sender);
+
+    const size_t size = 4 << 20;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 73);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, size / 2, 65536));
+    EXPECT_EQ(size / 2, counters(0, older).relay.bytes);
+    EXPECT_EQ(0u, counters(0, newer).relay.bytes);
+
+    /* The older one gone, the newer one takes the rail. */
+    older->kill(SIGKILL);
+    older->wait(5000);
+    usleep(1200000);
+    EXPECT_EQ("Success", put(sender, t, size / 2, 65536, size / 2));
+    EXPECT_EQ("ok", target->call("check 73 0 " + std::to_string(size)));
+    EXPECT_EQ(size / 2, counters(0, newer).relay.bytes);
+}
+
+TEST_F(PxnFaults, SequenceWrapDrainsAndReestablishesTheLaneWithoutLosingAPiece)
+{
+    const uint64_t near_limit = pxn::kDefaultSeqLimit - 10;
+    PeerProcess *relay  = tcp_peer(0, 1);
+    PeerProcess *target = tcp_peer(1, 1);
+    PeerProcess *sender = tcp_peer(0, 0, {"UCX_PXN_INITIAL_SEQ=" +
+                                          std::to_string(near_limit)});
+    ASSERT_TRUE(relay && target && sender);
+
+    const size_t size = 16 * kSlots * kSlot; /* 64 pieces: 10, then a new epoch */
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 79);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, size, kSlot));
+    EXPECT_EQ("ok", target->call("check 79 0 " + std::to_string(size)));
+    const auto c = counters(0, relay);
+    EXPECT_EQ(size, c.relay.bytes);
+    EXPECT_EQ(0u, c.relay.rejected);
+    EXPECT_EQ(2u, c.relay.lane_resets); /* the claim, then the new epoch */
+    EXPECT_EQ(size / kSlot, counters(0, sender).sender.pieces);
+}
+
+TEST_F(PxnFaults, HostileLaneNeitherStopsTheRelayNorReachesTargetMemory)
+{
+    PeerProcess *relay  = tcp_peer(0, 1);
+    PeerProcess *target = tcp_peer(1, 1);
+    PeerProcess *sender = tcp_peer(0, 0);
+    ASSERT_TRUE(relay && target && sender);
+
+    const size_t size = 8 << 20;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 83);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, 1 << 20, 65536)); /* lane and route up */
+
+    BackgroundProcess hostile;
+    std::string error;
+    ASSERT_TRUE(hostile.start("", {},
+                              {pxn_test::build_dir() + "/test/gtest/uct/pxn_hostile_sender",
+                               group(0), "node0", "rail1", "4", "89"},
+                              "/tmp/pxn-hostile-" + group(0) + ".log", &error))
+            << error;
+    /* While it scribbles: the honest sender's puts all arrive intact. */
+    for (size_t offset = 0; offset < size; offset += 1 << 20) {
+        EXPECT_EQ("Success", put(sender, t, 1 << 20, 65536, offset));
+    }
+    EXPECT_EQ(0, hostile.wait(20000)) << hostile.output();
+    EXPECT_NE(std::string::npos, hostile.output().find("hostile: ")) << hostile.output();
+
+    EXPECT_EQ("ok", target->call("check 83 0 " + std::to_string(size)));
+    const auto c = counters(0, relay);
+    EXPECT_GT(c.relay.rejected, 0u);
+    EXPECT_EQ(0u, c.relay.failed_pieces);
+    /* After it: the relay still serves, the target still answers. */
+    EXPECT_EQ("Success", put(sender, t, size, 1 << 20));
+    EXPECT_EQ("ok", target->call("check 83 0 " + std::to_string(size)));
+}
+
+} // namespace
