@@ -391,6 +391,7 @@ protected:
         ASSERT_NE(nullptr, in);
         const int status = in->wait(25000);
         const std::string log = in->output();
+        initiator_log_ = log;
         EXPECT_EQ(0, status) << tail(log) << "\ntarget:\n" << tail(target->output());
         EXPECT_NE(std::string::npos, log.find("initiator result=ok"));
         EXPECT_NE(std::string::npos, log.find("err_handler_calls=0"));
@@ -449,6 +450,7 @@ protected:
     static bool        topology_ok_;
     static std::string topology_log_;
     std::string        group_;
+    std::string        initiator_log_; /* of the last rma_check_cross_rail() */
     std::unique_ptr<pxn_test::TempDir>              logs_;
     std::vector<std::unique_ptr<BackgroundProcess>> procs_;
 };
@@ -506,6 +508,22 @@ TEST_F(PxnUcp, SameRailPerftestTagBwTcpDoesNotUsePxn)
 TEST_F(PxnUcp, RmaCheckPutsAndGetsCrossRail)
 {
     rma_check_cross_rail(14107, 4, {});
+}
+
+/* The initiator's pxn counters in UCX's VFS (what ucx_vfs shows under each
+ * worker's pxn iface): one round of 64 MiB of puts and 64 MiB of gets went
+ * out through pxn. */
+TEST_F(PxnUcp, RmaCheckShowsThePxnCountersInUcxVfs)
+{
+    rma_check_cross_rail(14117, 1, {"--vfs"});
+    const std::string key = "/pxn/sender/bytes = ";
+    const size_t at       = initiator_log_.find(key);
+    ASSERT_NE(std::string::npos, at) << tail(initiator_log_);
+    EXPECT_GE(strtoull(initiator_log_.c_str() + at + key.size(), nullptr, 10),
+              128ull << 20) << tail(initiator_log_);
+    EXPECT_NE(std::string::npos, initiator_log_.find("/pxn/rail = ")) << tail(initiator_log_);
+    EXPECT_NE(std::string::npos, initiator_log_.find("/pxn/sender/failed_ops = 0"))
+            << tail(initiator_log_);
 }
 
 /* The same with blocks above pxn's max_bcopy (64 KiB): only put/get_zcopy,

@@ -14,6 +14,8 @@
  * failed (request error or ep error handler; target: the initiator went
  * away); 4 --deadline (default 60 s) passed. One summary line per side.
  */
+#include "vfs_dump.h"
+
 #include <ucp/api/ucp.h>
 
 #include <algorithm>
@@ -46,7 +48,7 @@ constexpr size_t   kCanary     = 4096;
 constexpr uint64_t kCanarySeed = 0xCA11AB1Eull;
 
 struct Options {
-    bool        target = false, get = true;
+    bool        target = false, get = true, vfs = false;
     std::string host;
     int         port      = 13400;
     size_t      region    = 64ul << 20;
@@ -524,6 +526,9 @@ int run_initiator(const Options &o)
     printf("%s%s%s\n", (result == kOk) ? "" : " phase=", (result == kOk) ? "" : phase,
            (result == kOk) ? "" : detail.c_str());
     fflush(stdout);
+    if (o.vfs) { /* pxn's counters as ucx_vfs would show them */
+        print_vfs_files("/pxn/", stdout);
+    }
     /* Teardown, still under the alarm: a hang here is reported too. */
     ucp_rkey_destroy(in.rkey);
     ucp_request_param_t p = {};
@@ -557,10 +562,11 @@ int main(int argc, char **argv)
         {"min-block", required_argument, nullptr, 'b'},
         {"max-block", required_argument, nullptr, 'B'},
         {"window", required_argument, nullptr, 'w'},
+        {"vfs", no_argument, nullptr, 'V'},
         {nullptr, 0, nullptr, 0}};
     Options o;
     bool    usage = false;
-    for (int c; (c = getopt_long(argc, argv, "ti:p:r:n:s:Gd:b:B:w:", longopts,
+    for (int c; (c = getopt_long(argc, argv, "ti:p:r:n:s:Gd:b:B:w:V", longopts,
                                  nullptr)) != -1;) {
         const size_t num = optarg ? strtoull(optarg, nullptr, 0) : 0;
         switch (c) {
@@ -575,6 +581,7 @@ int main(int argc, char **argv)
         case 'b': o.min_block = num; break;
         case 'B': o.max_block = num; break;
         case 'w': o.window = num; break;
+        case 'V': o.vfs = true; break;
         default: usage = true; break;
         }
     }
@@ -585,7 +592,7 @@ int main(int argc, char **argv)
                 "usage: ucp_rma_check --target [-p PORT] [--deadline S]\n"
                 "       ucp_rma_check --initiator HOST [-p PORT] [--region BYTES]\n"
                 "           [--rounds N] [--seed N] [--no-get] [--min-block B]\n"
-                "           [--max-block B] [--window N] [--deadline S]\n"
+                "           [--max-block B] [--window N] [--deadline S] [--vfs]\n"
                 "exit: 0 verified, 1 mismatch, 2 setup error, 3 transfer failed,\n"
                 "      4 deadline passed (default 60 s)\n");
         return kSetup;
