@@ -85,8 +85,16 @@ PY
 fi
 
 if [ "$what" = all ] || [ "$what" = stage ]; then
+    section "GPU topology"
+    nvidia-smi topo -m 2>&1 | tee "$out/topology.txt"
     section "GPU staging hop alone: lane vs raw copies, scatter, doorbells, compute"
     timeout 300 "$c/build/src/tools/ucx_pxn_stage_bench" 2>&1 | tee "$out/stage-bench.txt"
+    if [ "$(nvidia-smi -L | wc -l)" -gt 1 ]; then
+        section "across GPUs: sender on GPU 0, relay's arena on GPU 1 (NVLink)"
+        timeout 300 "$c/build/src/tools/ucx_pxn_stage_bench" --sender-gpu 0 \
+            --relay-gpu 1 --phases hop,scatter,latency 2>&1 |
+            tee "$out/stage-bench-gpu0-gpu1.txt"
+    fi
     section "staging hop with larger slots"
     for slot in 16M 32M; do
         timeout 60 "$c/build/src/tools/ucx_pxn_stage_bench" --slot-size $slot \

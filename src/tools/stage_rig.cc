@@ -29,7 +29,8 @@ int relay_main(RigShared *sh, const RigOptions &opt)
     int device;
     CUdeviceptr arena = 0;
     CUipcMemHandle handle;
-    if ((cu == nullptr) || (cu->ensure_context(0, &device) != UCS_OK) ||
+    if ((cu == nullptr) || (cu->use_device(opt.relay_gpu) != UCS_OK) ||
+        (cu->ensure_context(opt.relay_gpu, &device) != UCS_OK) ||
         (cu->cuMemAlloc(&arena, uint64_t(opt.slots) * opt.slot_size) != CUDA_SUCCESS) ||
         (cu->cuIpcGetMemHandle(&handle, arena) != CUDA_SUCCESS)) {
         abi::store_release(sh->ready, uint64_t(2));
@@ -131,8 +132,9 @@ void Rig::init()
 {
     cu_ = CudaDriver::get();
     int device;
-    if ((cu_ == nullptr) || (cu_->ensure_context(0, &device) != UCS_OK)) {
-        die("no usable GPU (CUDA driver or device missing)");
+    if ((cu_ == nullptr) || (cu_->use_device(opt_.sender_gpu) != UCS_OK) ||
+        (cu_->ensure_context(opt_.sender_gpu, &device) != UCS_OK)) {
+        die("no usable GPU (CUDA driver or device missing, or no such GPU)");
     }
     RIG_CHECK_CU(cu_, cu_->cuDeviceGetAttribute(
             &sms_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device));

@@ -3,7 +3,8 @@
  * processes, driven by the real pxn::uct::CudaStager.
  *
  * start_relay() forks the relay before the caller touches CUDA. The relay
- * allocates the arena (SLOTS x SLOT_SIZE), exports it by CUDA IPC and, in a
+ * allocates the arena (SLOTS x SLOT_SIZE) on its GPU (another one than the
+ * sender's: the NVLink hop of real PXN), exports it by CUDA IPC and, in a
  * loop, load-acquires the lane's doorbell, stamps every new seq with
  * CLOCK_MONOTONIC and store-releases `completed`: the pickup of a real relay
  * without its inner transport. The caller owns the lane's producer block in
@@ -41,9 +42,11 @@ struct RigShared {
 };
 
 struct RigOptions {
-    uint64_t slot_size = 8ull << 20;
-    uint32_t slots     = 18;
-    double   seconds   = 1.0; /* per stream() */
+    uint64_t slot_size  = 8ull << 20;
+    uint32_t slots      = 18;
+    double   seconds    = 1.0; /* per stream() */
+    int      relay_gpu  = 0;   /* the arena's device */
+    int      sender_gpu = 0;   /* the source buffer's and the stager's */
 };
 
 /* A segment of a piece: offset in the rig's source buffer, length. */

@@ -4,7 +4,8 @@
  *
  *   hop       contiguous slot-sized pieces through the lane (copy, doorbell,
  *             relay pickup, credit back) against a raw loop of the same
- *             copies into the same slots;
+ *             copies into the same slots (across GPUs: peer copies, as
+ *             cudaMemcpyPeerAsync makes them);
  *   scatter   pieces gathered from blocks of 4 KiB..256 KiB (every other
  *             block of a buffer) by the automatic policy (SM gather kernel)
  *             and by the copy engine alone, against contiguous pieces;
@@ -16,7 +17,7 @@
  *
  *   ucx_pxn_stage_bench [--slot-size 8M] [--slots 18] [--seconds 1]
  *       [--blocks 4K,16K,64K,256K] [--samples 2000] [--latency-sizes 4K,1M]
- *       [--gather-ctas 32,128] [--matmul-n 4096]
+ *       [--gather-ctas 32,128] [--matmul-n 4096] [--sender-gpu 0] [--relay-gpu 0]
  *       [--phases hop,scatter,latency,compute]
  *
  * The processes and the lane: stage_rig.h. Each mode's last piece is read
@@ -221,8 +222,9 @@ void run(RigShared *sh, const Options &opt)
 {
     Rig bench(sh, opt.rig);
     bench.init();
-    printf("ucx_pxn_stage_bench: one GPU (%d SMs), sender and relay processes, "
-           "%u slots of %s, %.1f s per measurement\n", bench.sms(), opt.rig.slots,
+    printf("ucx_pxn_stage_bench: sender on GPU %d (%d SMs), relay's arena on GPU "
+           "%d, %u slots of %s, %.1f s per measurement\n", opt.rig.sender_gpu,
+           bench.sms(), opt.rig.relay_gpu, opt.rig.slots,
            human(opt.rig.slot_size).c_str(), opt.rig.seconds);
     if (opt.phase("hop")) {
         run_hop(bench, opt);
@@ -258,6 +260,10 @@ bool parse(int argc, char **argv, Options &opt)
             opt.samples = atoi(v);
         } else if (a == "--latency-sizes" && parse_sizes(v, &opt.latency_sizes)) {
         } else if (a == "--gather-ctas" && parse_sizes(v, &opt.ctas)) {
+        } else if (a == "--sender-gpu" && atoi(v) >= 0) {
+            opt.rig.sender_gpu = atoi(v);
+        } else if (a == "--relay-gpu" && atoi(v) >= 0) {
+            opt.rig.relay_gpu = atoi(v);
         } else if (a == "--matmul-n" && atoi(v) > 0 && atoi(v) % kMatmulTile == 0) {
             opt.matmul_n = atoi(v);
         } else if (a == "--phases") {
@@ -302,7 +308,7 @@ int main(int argc, char **argv)
                 "usage: ucx_pxn_stage_bench [--slot-size 8M] [--slots 18] "
                 "[--seconds 1] [--blocks 4K,16K,64K,256K] [--samples 2000] "
                 "[--latency-sizes 4K,1M] [--gather-ctas 32,128] "
-                "[--matmul-n 4096 (multiple of 32)] "
+                "[--matmul-n 4096 (multiple of 32)] [--sender-gpu N] [--relay-gpu N] "
                 "[--phases hop,scatter,latency,compute]\n");
         return 2;
     }
