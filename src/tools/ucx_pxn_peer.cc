@@ -8,13 +8,19 @@
  *
  * Commands (one line each, answers one line; blobs in hex):
  *   info                          -> info <dev addr> <iface addr> <to_ep 0|1>
+ *   buffer <id>                   -> ok
+ *         selects buffer <id> (0 until told otherwise; a new id starts
+ *         unallocated) for alloc, fill, check, put and get
  *   alloc <bytes> [cuda]          -> alloc <address> <packed rkey>
- *         the buffer has 4 KiB canaries before and after it; "cuda": in
- *         GPU memory (fill/check copy through the host)
+ *         (re)allocates the selected buffer, with 4 KiB canaries before
+ *         and after it; "cuda": in GPU memory (fill/check copy through the
+ *         host)
  *   fill <seed>                   -> ok            pattern over the buffer
  *   check <seed> <offset> <len>   -> ok | bad <first bad byte> | canary
  *   reachable <dev> <iface>       -> 1 | 0
  *   connect <dev> <iface>         -> ok | err <status>        (to-iface)
+ *         replaces (destroys) the ep of an earlier connect: after a failed
+ *         operation pxn's ep stays failed, a new one routes again
  *   ep_addr                       -> ep_addr <addr> | err     (to-ep)
  *   connect_ep <dev> <ep>         -> ok | err <status>
  *   put <short|bcopy|zcopy> <raddr> <rkey> <bytes> <chunk> <offset>
@@ -22,6 +28,9 @@
  *         moves [offset, offset+bytes) of the local buffer to/from raddr +
  *         offset, in operations of chunk bytes, then flushes:
  *                                 -> done <status> <ns> <ops>
+ *   caps                          -> caps <put short> <put bcopy> <put zcopy>
+ *                                         <get bcopy> <get zcopy>
+ *         largest operation of each kind, 0: not supported
  *   counters                      -> counters <name>=<value> ...   (pxn)
  *   progress <ms>                 -> ok
  *   serve                         progresses until the next line, which
@@ -29,32 +38,30 @@
  *         (a target of a plain inner transport such as tcp needs this)
  *   quit
  */
-#include <ucs/pxn/abi.h>
-#ifdef PXN_HAVE_CUDA
-#include <uct/pxn/pxn_cuda.h>
-#endif
+#include "peer_buffer.h"
+#include "peer_process.h"
 
+#include <ucs/pxn/abi.h>
 #include <uct/api/uct.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <vector>
 
-namespace {
+using pxn_tools::hex;
+using pxn_tools::PeerBuffer;
+using pxn_tools::unhex;
 
-constexpr size_t  kCanary     = 4096;
-constexpr uint8_t kCanaryByte = 0xca;
+namespace {
 
 struct Peer {
     ucs_async_context_t *async  = nullptr;
@@ -65,43 +72,11 @@ struct Peer {
     uct_iface_h          iface  = nullptr;
     uct_iface_attr_t     attr{};
     uct_ep_h             ep     = nullptr;
-    std::vector<uint8_t> memory; /* canary | buffer | canary (host view) */
-    uint8_t             *gpu    = nullptr; /* same layout in GPU memory */
-    uct_mem_h            memh   = UCT_MEM_HANDLE_NULL;
-    size_t               size   = 0;
-    std::vector<uct_rkey_bundle_t> rkeys;
-
-    /* The buffer operations use (GPU memory when allocated there). */
-    uint8_t *buffer() { return (gpu ? gpu : memory.data()) + kCanary; }
-    uint8_t *host() { return memory.data() + kCanary; }
+    std::map<unsigned, PeerBuffer> buffers{{0, PeerBuffer()}};
+    PeerBuffer          *cur    = &buffers[0]; /* selected by "buffer" */
+    /* unpacked once per packed rkey, released at quit */
+    std::map<std::string, uct_rkey_bundle_t> rkeys;
 };
-
-#ifdef PXN_HAVE_CUDA
-const pxn::uct::CudaDriver *cuda()
-{
-    const pxn::uct::CudaDriver *cu = pxn::uct::CudaDriver::get();
-    int device;
-    if ((cu == nullptr) || (cu->ensure_context(0, &device) != UCS_OK)) {
-        return nullptr;
-    }
-    return cu;
-}
-
-/* GPU buffer <-> its host view (whole allocation, canaries included). */
-void gpu_sync(Peer &p, bool to_gpu)
-{
-    const size_t total = p.memory.size();
-    if (to_gpu) {
-        cuda()->cuMemcpy(reinterpret_cast<CUdeviceptr>(p.gpu),
-                         reinterpret_cast<CUdeviceptr>(p.memory.data()), total);
-    } else {
-        cuda()->cuMemcpy(reinterpret_cast<CUdeviceptr>(p.memory.data()),
-                         reinterpret_cast<CUdeviceptr>(p.gpu), total);
-    }
-}
-#else
-void gpu_sync(Peer &, bool) {}
-#endif
 
 /* PXN_PEER_YIELD=1: give the CPU away whenever progress finds nothing to
  * do (a polite application; on small machines the relay and the target
@@ -127,38 +102,6 @@ void destroy_ep(Peer &p)
         uct_ep_destroy(p.ep);
         p.ep = nullptr;
     }
-}
-
-std::string hex(const void *data, size_t length)
-{
-    static const char digits[] = "0123456789abcdef";
-    std::string out;
-    const auto *p = static_cast<const uint8_t*>(data);
-    for (size_t i = 0; i < length; ++i) {
-        out += digits[p[i] >> 4];
-        out += digits[p[i] & 15];
-    }
-    return out.empty() ? "-" : out;
-}
-
-std::vector<uint8_t> unhex(const std::string &text)
-{
-    std::vector<uint8_t> out;
-    if (text == "-") {
-        return out;
-    }
-    for (size_t i = 0; i + 1 < text.size(); i += 2) {
-        out.push_back(static_cast<uint8_t>(std::stoi(text.substr(i, 2), nullptr, 16)));
-    }
-    return out;
-}
-
-uint8_t pattern(uint64_t seed, uint64_t index)
-{
-    uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ull + index * 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 31;
-    x *= 0x94d049bb133111ebull;
-    return static_cast<uint8_t>(x >> 56);
 }
 
 int fail(const char *what, ucs_status_t status)
@@ -244,70 +187,17 @@ std::string cmd_info(Peer &p)
            hex(iface.data(), iface.size()) + " " + (to_ep ? "1" : "0");
 }
 
-std::string cmd_alloc(Peer &p, size_t size, bool on_gpu)
+std::string cmd_caps(const Peer &p)
 {
-    p.size = size;
-    p.memory.assign(size + 2 * kCanary, kCanaryByte);
-    if (p.memh != UCT_MEM_HANDLE_NULL) {
-        uct_md_mem_dereg(p.md, p.memh);
-        p.memh = UCT_MEM_HANDLE_NULL;
-    }
-#ifdef PXN_HAVE_CUDA
-    if (p.gpu != nullptr) {
-        cuda()->cuMemFree(reinterpret_cast<CUdeviceptr>(p.gpu));
-        p.gpu = nullptr;
-    }
-    if (on_gpu) {
-        CUdeviceptr ptr;
-        if ((cuda() == nullptr) ||
-            (cuda()->cuMemAlloc(&ptr, p.memory.size()) != CUDA_SUCCESS)) {
-            return "err no GPU memory";
-        }
-        p.gpu = reinterpret_cast<uint8_t*>(ptr);
-        gpu_sync(p, true);
-    }
-#else
-    if (on_gpu) {
-        return "err built without CUDA";
-    }
-#endif
-    std::string rkey = "-";
-    const ucs_memory_type_t type = on_gpu ? UCS_MEMORY_TYPE_CUDA :
-                                            UCS_MEMORY_TYPE_HOST;
-    /* Register only what the md can (cuda_ipc: GPU memory only); a source
-     * the md cannot register needs no memh for pxn's staging copy. */
-    if ((p.md_attr.cap.flags & UCT_MD_FLAG_REG) &&
-        (p.md_attr.cap.reg_mem_types & UCS_BIT(type))) {
-        ucs_status_t status = uct_md_mem_reg(p.md, p.buffer(), size,
-                                             UCT_MD_MEM_ACCESS_ALL, &p.memh);
-        if (status != UCS_OK) {
-            return std::string("err ") + ucs_status_string(status);
-        }
-        std::vector<uint8_t> packed(p.md_attr.rkey_packed_size);
-        uct_md_mkey_pack(p.md, p.memh, packed.data());
-        rkey = hex(packed.data(), packed.size());
-    }
-    return "alloc " + std::to_string(reinterpret_cast<uintptr_t>(p.buffer())) +
-           " " + rkey;
-}
-
-std::string cmd_check(Peer &p, uint64_t seed, size_t offset, size_t length)
-{
-    if (p.gpu != nullptr) {
-        gpu_sync(p, false);
-    }
-    for (size_t i = 0; i < kCanary; ++i) {
-        if ((p.memory[i] != kCanaryByte) ||
-            (p.memory[kCanary + p.size + i] != kCanaryByte)) {
-            return "canary";
-        }
-    }
-    for (size_t i = offset; i < offset + length; ++i) {
-        if (p.host()[i] != pattern(seed, i)) {
-            return "bad " + std::to_string(i);
-        }
-    }
-    return "ok";
+    const uint64_t flags = p.attr.cap.flags;
+    auto cap = [flags](uint64_t flag, size_t max) {
+        return " " + std::to_string((flags & flag) ? max : 0);
+    };
+    return "caps" + cap(UCT_IFACE_FLAG_PUT_SHORT, p.attr.cap.put.max_short) +
+           cap(UCT_IFACE_FLAG_PUT_BCOPY, p.attr.cap.put.max_bcopy) +
+           cap(UCT_IFACE_FLAG_PUT_ZCOPY, p.attr.cap.put.max_zcopy) +
+           cap(UCT_IFACE_FLAG_GET_BCOPY, p.attr.cap.get.max_bcopy) +
+           cap(UCT_IFACE_FLAG_GET_ZCOPY, p.attr.cap.get.max_zcopy);
 }
 
 struct Op {
@@ -322,13 +212,17 @@ void op_done(uct_completion_t *comp)
 
 uct_rkey_t unpack_rkey(Peer &p, const std::string &text)
 {
+    auto it = p.rkeys.find(text);
+    if (it != p.rkeys.end()) {
+        return it->second.rkey;
+    }
     std::vector<uint8_t> packed = unhex(text);
     uct_rkey_bundle_t bundle    = {};
     if (!packed.empty() &&
         (uct_rkey_unpack(p.component, packed.data(), &bundle) != UCS_OK)) {
         return UCT_INVALID_RKEY;
     }
-    p.rkeys.push_back(bundle);
+    p.rkeys.emplace(text, bundle);
     return bundle.rkey;
 }
 
@@ -353,6 +247,7 @@ std::string cmd_move(Peer &p, const std::string &kind, uint64_t raddr,
                      uct_rkey_t rkey, size_t bytes, size_t chunk, size_t offset)
 {
     const auto start = std::chrono::steady_clock::now();
+    PeerBuffer &b    = *p.cur;
     const size_t ops = (bytes + chunk - 1) / chunk;
     std::vector<Op> comps(ops);
     size_t done = 0, expected = 0;
@@ -363,13 +258,13 @@ std::string cmd_move(Peer &p, const std::string &kind, uint64_t raddr,
         const size_t len = std::min(chunk, offset + bytes - off);
         comps[i].comp    = {op_done, 1, UCS_OK};
         comps[i].done    = &done;
-        uct_iov_t iov    = {p.buffer() + off, len, p.memh, 0, 1};
+        uct_iov_t iov    = {b.data() + off, len, b.memh(), 0, 1};
         for (;;) {
             if (kind == "short") {
-                status = uct_ep_put_short(p.ep, p.buffer() + off, len,
+                status = uct_ep_put_short(p.ep, b.data() + off, len,
                                           raddr + off, rkey);
             } else if (kind == "bcopy") {
-                PackArg arg{p.buffer() + off, len};
+                PackArg arg{b.data() + off, len};
                 ssize_t n = uct_ep_put_bcopy(p.ep, pack_bytes, &arg, raddr + off,
                                              rkey);
                 status = (n >= 0) ? UCS_OK : static_cast<ucs_status_t>(n);
@@ -377,7 +272,7 @@ std::string cmd_move(Peer &p, const std::string &kind, uint64_t raddr,
                 status = uct_ep_put_zcopy(p.ep, &iov, 1, raddr + off, rkey,
                                           &comps[i].comp);
             } else if (kind == "get_bcopy") {
-                status = uct_ep_get_bcopy(p.ep, unpack_bytes, p.buffer() + off,
+                status = uct_ep_get_bcopy(p.ep, unpack_bytes, b.data() + off,
                                           len, raddr + off, rkey,
                                           &comps[i].comp);
             } else {
@@ -422,38 +317,14 @@ std::string cmd_move(Peer &p, const std::string &kind, uint64_t raddr,
            std::to_string(ns) + " " + std::to_string(ops);
 }
 
-/* Reads this process's pxn counters from its registry entry. */
+/* This process's pxn counters, from its registry entry. */
 std::string cmd_counters()
 {
     const char *group = getenv("UCX_PXN_GROUP");
-    const std::string dir = "/dev/shm/ucx-pxn-" + std::to_string(geteuid()) +
-                            "-" + (group ? group : "default");
-    const std::string prefix = "p" + std::to_string(getpid()) + "-";
-    DIR *d = opendir(dir.c_str());
-    if (d == nullptr) {
-        return "err no registry " + dir;
-    }
-    std::string path;
-    for (dirent *e; (e = readdir(d)) != nullptr;) {
-        const std::string name = e->d_name;
-        if ((name.compare(0, prefix.size(), prefix) == 0) &&
-            (name.size() > 4) && (name.compare(name.size() - 4, 4, ".ctl") == 0)) {
-            path = dir + "/" + name;
-        }
-    }
-    closedir(d);
-    int fd = path.empty() ? -1 : open(path.c_str(), O_RDONLY);
-    if (fd < 0) {
+    pxn::abi::ProcessCounters c;
+    if (!pxn_tools::read_counters(group ? group : "default", getpid(), &c)) {
         return "err no entry";
     }
-    void *map = mmap(nullptr, pxn::abi::kLaneOffset, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) {
-        return "err mmap";
-    }
-    pxn::abi::ProcessCounters c;
-    memcpy(&c, static_cast<uint8_t*>(map) + pxn::abi::kCountersOffset, sizeof(c));
-    munmap(map, pxn::abi::kLaneOffset);
     std::ostringstream os;
     os << "counters relayed_pieces=" << c.relay.pieces
        << " relayed_bytes=" << c.relay.bytes
@@ -501,26 +372,29 @@ int main(int argc, char **argv)
             break;
         } else if (cmd == "info") {
             reply = cmd_info(p);
+        } else if (cmd == "buffer") {
+            unsigned id;
+            if (in >> id) {
+                p.cur = &p.buffers[id];
+                reply = "ok";
+            } else {
+                reply = "err bad arguments";
+            }
         } else if (cmd == "alloc") {
-            size_t size;
+            size_t size = 0;
             std::string where;
             in >> size >> where;
-            reply = cmd_alloc(p, size, where == "cuda");
+            reply = p.cur->alloc(p.md, p.md_attr, size, where == "cuda");
         } else if (cmd == "fill") {
-            uint64_t seed;
+            uint64_t seed = 0;
             in >> seed;
-            for (size_t i = 0; i < p.size; ++i) {
-                p.host()[i] = pattern(seed, i);
-            }
-            if (p.gpu != nullptr) {
-                gpu_sync(p, true);
-            }
+            p.cur->fill(seed);
             reply = "ok";
         } else if (cmd == "check") {
-            uint64_t seed;
-            size_t offset, length;
+            uint64_t seed = 0;
+            size_t offset = 0, length = 0;
             in >> seed >> offset >> length;
-            reply = cmd_check(p, seed, offset, length);
+            reply = p.cur->check(seed, offset, length);
         } else if (cmd == "reachable") {
             std::string dev, iface;
             in >> dev >> iface;
@@ -567,19 +441,22 @@ int main(int argc, char **argv)
                     std::string("err ") + ucs_status_string(status);
         } else if ((cmd == "put") || (cmd == "get")) {
             std::string kind, rkey;
-            uint64_t raddr;
-            size_t bytes, chunk, offset;
+            uint64_t raddr = 0;
+            size_t bytes = 0, chunk = 0, offset = 0;
             in >> kind;
             if (cmd == "get") {
                 kind = "get_" + kind;
             }
             in >> raddr >> rkey >> bytes >> chunk >> offset;
-            if ((p.ep == nullptr) || (chunk == 0) || (offset + bytes > p.size)) {
+            if ((p.ep == nullptr) || (chunk == 0) || (offset > p.cur->size()) ||
+                (bytes > p.cur->size() - offset)) {
                 reply = "err bad arguments";
             } else {
                 reply = cmd_move(p, kind, raddr, unpack_rkey(p, rkey), bytes,
                                  chunk, offset);
             }
+        } else if (cmd == "caps") {
+            reply = cmd_caps(p);
         } else if (cmd == "counters") {
             reply = cmd_counters();
         } else if (cmd == "serve") {
@@ -607,14 +484,14 @@ int main(int argc, char **argv)
         fprintf(answers, "%s\n", reply.c_str());
     }
 
-    for (auto &bundle : p.rkeys) {
-        if (bundle.rkey != 0) {
-            uct_rkey_release(p.component, &bundle);
+    for (auto &entry : p.rkeys) {
+        if (entry.second.rkey != 0) {
+            uct_rkey_release(p.component, &entry.second);
         }
     }
     destroy_ep(p);
-    if (p.memh != UCT_MEM_HANDLE_NULL) {
-        uct_md_mem_dereg(p.md, p.memh);
+    for (auto &entry : p.buffers) {
+        entry.second.release(p.md);
     }
     uct_iface_close(p.iface);
     uct_worker_destroy(p.worker);
