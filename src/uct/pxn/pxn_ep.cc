@@ -121,8 +121,7 @@ ucs_status_t Ep::connect_to_ep(const DeviceAddress &peer, const EpAddress &addr)
 bool Ep::fall_back(const SendRequest &req, const uint8_t *rkey,
                    uint16_t rkey_length)
 {
-    if (!to_iface_ || (req.comp == nullptr) || direct_failed_ ||
-        !hub_->settings().direct_fallback) {
+    if (!can_go_direct()) {
         return false;
     }
     Net &net = hub_->net();
@@ -157,6 +156,11 @@ bool Ep::fall_back(const SendRequest &req, const uint8_t *rkey,
     op->comp.status = UCS_OK;
     post_direct(*op);
     direct_ops_.push_back(std::move(op));
+    abi::SenderCounters &counters = hub_->counters().sender;
+    abi::bump(counters.fallback_ops);
+    for (uint32_t i = 0; i < req.nsegs; ++i) {
+        abi::bump(counters.fallback_bytes, req.segs[i].length);
+    }
     return true;
 }
 
@@ -213,11 +217,8 @@ unsigned Ep::progress_direct()
         }
         const ucs_status_t status = op.comp.status;
         uct_completion_t *user    = op.req.comp;
-        if ((status != UCS_OK) && (user->status == UCS_OK)) {
-            user->status = status;
-        }
-        if (--user->count == 0) {
-            user->func(user);
+        if (user != nullptr) {
+            uct_invoke_completion(user, status);
         }
         it = direct_ops_.erase(it);
         op_done(status);
@@ -235,7 +236,7 @@ ucs_status_t Ep::take_error()
     return error_;
 }
 
-ucs_status_t Ep::ready()
+ucs_status_t Ep::ready(bool *direct)
 {
     if (error_ != UCS_OK) {
         return error_;
@@ -243,23 +244,12 @@ ucs_status_t Ep::ready()
     if (!connected_) {
         return UCS_ERR_UNREACHABLE;
     }
-    if (!lane_->usable()) {
-        if (!to_iface_) {
-            /* routes of ep-to-ep need a new handshake */
+    if (!lane_->usable() && !reroute()) {
+        if ((direct == nullptr) || !can_go_direct()) {
             error_ = UCS_ERR_UNREACHABLE;
             return error_;
         }
-        /* Its relay failed: route again through the relay now serving that
-         * rail, if any. Everything on the old lane has already failed. */
-        std::shared_ptr<SendLane> lane;
-        uint32_t route;
-        if ((hub_->lane_for(peer_.rail_hash, &lane) != UCS_OK) ||
-            (lane->route_to_iface(peer_.inner, peer_iface_, &route) != UCS_OK)) {
-            error_ = UCS_ERR_UNREACHABLE;
-            return error_;
-        }
-        lane_  = std::move(lane);
-        route_ = route;
+        *direct = true;
     }
     /* Requests waiting in the pending queue go first, except for the one
      * being dispatched from it. */
@@ -267,6 +257,30 @@ ucs_status_t Ep::ready()
         return UCS_ERR_NO_RESOURCE;
     }
     return UCS_OK;
+}
+
+bool Ep::reroute()
+{
+    /* Routes of ep-to-ep need a new handshake. */
+    const uint64_t now = monotonic_ns();
+    if (!to_iface_ || (now < next_reroute_ns_)) {
+        return false;
+    }
+    next_reroute_ns_ = now + kRerouteNs;
+    std::shared_ptr<SendLane> lane;
+    uint32_t route;
+    if ((hub_->lane_for(peer_.rail_hash, &lane) != UCS_OK) ||
+        (lane->route_to_iface(peer_.inner, peer_iface_, &route) != UCS_OK)) {
+        return false;
+    }
+    lane_  = std::move(lane);
+    route_ = route;
+    return true;
+}
+
+bool Ep::can_go_direct() const
+{
+    return to_iface_ && !direct_failed_ && hub_->settings().direct_fallback;
 }
 
 ucs_status_t Ep::lane_rkey(uct_rkey_t rkey, uint32_t *index)
@@ -366,7 +380,11 @@ ucs_status_t Ep::zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
         return UCS_ERR_UNSUPPORTED; /* GET_ZCOPY not advertised */
     }
     uint32_t index;
-    ucs_status_t status = ready();
+    bool direct         = false;
+    ucs_status_t status = ready(&direct);
+    if ((status == UCS_OK) && direct) {
+        return zcopy_direct(op, iov, iovcnt, remote_addr, rkey, comp);
+    }
     if (status == UCS_OK) {
         status = lane_rkey(rkey, &index);
     }
@@ -384,6 +402,30 @@ ucs_status_t Ep::zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
                          comp);
     issued_ += (status == UCS_INPROGRESS);
     return status;
+}
+
+ucs_status_t Ep::zcopy_direct(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
+                              uint64_t remote_addr, uct_rkey_t rkey,
+                              uct_completion_t *comp)
+{
+    SendRequest req = {};
+    req.comp        = comp;
+    req.owner       = this;
+    req.op          = op;
+    req.remote_addr = remote_addr;
+    if (!req.add_iov(iov, iovcnt)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (req.nsegs == 0) {
+        return UCS_OK;
+    }
+    const auto *key = reinterpret_cast<const uct_pxn_rkey_t*>(rkey);
+    if (!fall_back(req, key->packed, key->length)) {
+        error_ = UCS_ERR_UNREACHABLE;
+        return error_;
+    }
+    ++issued_;
+    return UCS_INPROGRESS;
 }
 
 void Ep::op_done(ucs_status_t status)
@@ -449,7 +491,8 @@ unsigned Ep::progress_pending()
 {
     unsigned work = direct_ops_.empty() ? 0 : progress_direct();
     if (connected_ && (error_ == UCS_OK) && !lane_->usable()) {
-        ready(); /* routes again, or marks the ep failed for the iface */
+        bool direct;
+        ready(&direct); /* routes again, or marks the ep failed for the iface */
     }
     /* UCT's pending contract: UCS_OK done, UCS_INPROGRESS partly done (call
      * it again), UCS_ERR_NO_RESOURCE not now. A bounded number of rounds:

@@ -15,10 +15,12 @@
  *
  * Direct path: an operation that can no longer go through a relay before
  * any of its bytes were published (relay unhealthy, no ring credit for
- * UCX_PXN_CREDIT_TIMEOUT) is sent once with this process's own inner
- * transport straight to the target, when the target is reachable from here
- * (a spine) and the ep knows the target's inner address (to-iface model).
- * Otherwise it fails (a rail-only fabric).
+ * UCX_PXN_CREDIT_TIMEOUT), and a zcopy issued while the target's rail has
+ * no healthy relay (looked for again every 100 ms), is sent once with this
+ * process's own inner transport straight to the target, when the target is
+ * reachable from here (a spine) and the ep knows the target's inner
+ * address (to-iface model). Otherwise it fails (a rail-only fabric); short
+ * and bcopy operations always do.
  *
  * Failure: an operation that ends with a transport error (relay gone,
  * target unreachable, inner error) marks the ep failed; the iface reports
@@ -110,7 +112,15 @@ private:
     };
 
     static void  copy_from_user(void *dest, const void *src, size_t length);
-    ucs_status_t ready();
+    /* UCS_OK when an operation may go now: through the lane, or, when
+     * `direct` is given and the relay is gone with no other on that rail,
+     * on the direct path (*direct = true). */
+    ucs_status_t ready(bool *direct = nullptr);
+    bool         reroute();
+    bool         can_go_direct() const;
+    ucs_status_t zcopy_direct(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
+                              uint64_t remote_addr, uct_rkey_t rkey,
+                              uct_completion_t *comp);
     ucs_status_t lane_rkey(uct_rkey_t rkey, uint32_t *index);
     bool         post_direct(DirectOp &op);
     unsigned     progress_direct();
@@ -140,6 +150,8 @@ private:
     /* direct path (fallback) */
     uct_ep_h                  direct_ep_ = nullptr;
     bool                      direct_failed_ = false; /* tried once, no path */
+    static constexpr uint64_t kRerouteNs = 100000000; /* looks for a new relay */
+    uint64_t                  next_reroute_ns_ = 0;
     std::vector<std::pair<Bytes, uct_rkey_bundle_t>> direct_rkeys_;
     std::vector<std::unique_ptr<DirectOp>> direct_ops_;
     std::deque<uct_pending_req_t*> pending_;

@@ -363,6 +363,25 @@ void SendLane::free_request(SendRequest *req)
     pool_.push_back(req);
 }
 
+bool SendRequest::add_iov(const uct_iov_t *iov, size_t iovcnt)
+{
+    for (size_t i = 0; i < iovcnt; ++i) {
+        const size_t count = std::max<size_t>(iov[i].count, 1);
+        for (size_t c = 0; c < count; ++c) {
+            if (iov[i].length == 0) {
+                continue;
+            }
+            if (nsegs == kMaxIov) {
+                return false;
+            }
+            segs[nsegs++] = {
+                reinterpret_cast<uint64_t>(iov[i].buffer) + c * iov[i].stride,
+                iov[i].length, iov[i].memh};
+        }
+    }
+    return true;
+}
+
 ucs_status_t SendLane::post(SendOwner *owner, abi::Op op, uint32_t route,
                             uint32_t rkey, uint64_t remote_addr,
                             const uct_iov_t *iov, size_t iovcnt,
@@ -385,20 +404,9 @@ ucs_status_t SendLane::post(SendOwner *owner, abi::Op op, uint32_t route,
     req->route       = route;
     req->rkey_index  = rkey;
     req->remote_addr = remote_addr;
-    for (size_t i = 0; i < iovcnt; ++i) {
-        const size_t count = std::max<size_t>(iov[i].count, 1);
-        for (size_t c = 0; c < count; ++c) {
-            if (iov[i].length == 0) {
-                continue;
-            }
-            if (req->nsegs == SendRequest::kMaxIov) {
-                free_request(req);
-                return UCS_ERR_INVALID_PARAM;
-            }
-            req->segs[req->nsegs++] = {
-                reinterpret_cast<uint64_t>(iov[i].buffer) + c * iov[i].stride,
-                iov[i].length, iov[i].memh};
-        }
+    if (!req->add_iov(iov, iovcnt)) {
+        free_request(req);
+        return UCS_ERR_INVALID_PARAM;
     }
     ++rkeys_[rkey].users;
     req->queued_ns = 0;
@@ -762,12 +770,6 @@ void SendLane::give_up(SendRequest *req, ucs_status_t status)
     if ((req->pieces == 0) && (req->seg == 0) && (req->seg_offset == 0) &&
         (req->status == UCS_OK) &&
         req->owner->fall_back(*req, rkey.packed, rkey.length)) {
-        uint64_t bytes = 0;
-        for (uint32_t i = 0; i < req->nsegs; ++i) {
-            bytes += req->segs[i].length;
-        }
-        abi::bump(counters_->fallback_ops);
-        abi::bump(counters_->fallback_bytes, bytes);
         --rkeys_[req->rkey_index].users;
         free_request(req);
         return;

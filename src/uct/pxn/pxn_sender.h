@@ -56,7 +56,8 @@ public:
     virtual void op_done(ucs_status_t status) = 0;
     /* A request none of whose bytes were published can no longer go
      * through the relay: the owner may send it on a direct path. true: the
-     * owner took it over (it completes comp and calls op_done itself);
+     * owner took it over (it completes comp, if any, calls op_done itself
+     * and counts the fallback);
      * false: the request fails. `rkey` is the packed pxn rkey blob. */
     virtual bool fall_back(const struct SendRequest &req, const uint8_t *rkey,
                            uint16_t rkey_length) = 0;
@@ -74,6 +75,10 @@ struct SendRequest {
         uint64_t  length;
         uct_mem_h memh; /* the caller's (inner) memh, for a direct path */
     };
+
+    /* Appends the non-empty elements of a UCT iov as segments; false when
+     * they are more than kMaxIov. */
+    bool add_iov(const uct_iov_t *iov, size_t iovcnt);
 
     uct_completion_t *comp;
     SendOwner        *owner;

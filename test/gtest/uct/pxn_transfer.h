@@ -41,6 +41,14 @@ struct Target {
     std::string dev, iface, addr, rkey;
 };
 
+/* The usual three processes of a cross-rail put (PxnTransfer::cross_rail). */
+struct CrossRail {
+    PeerProcess *relay  = nullptr;
+    PeerProcess *target = nullptr;
+    PeerProcess *sender = nullptr; /* nullptr too if it could not connect */
+    Target       t;
+};
+
 class PxnTransfer : public ::testing::Test {
 protected:
     static void SetUpTestSuite() { up(kPrefix, 8, false); }
@@ -155,6 +163,29 @@ protected:
     {
         EXPECT_EQ("alloc", split(peer->call("alloc " + std::to_string(size)))[0]);
         EXPECT_EQ("ok", peer->call("fill " + std::to_string(seed)));
+    }
+
+    /* A relay on node 0 rail 1, a target on node 1 rail 1 with a buffer of
+     * `size` bytes, and a sender on node 0 rail 0 with `size` bytes of
+     * pattern `seed`, connected to the target. */
+    CrossRail cross_rail(size_t size, int seed)
+    {
+        CrossRail c;
+        c.relay  = tcp_peer(0, 1);
+        c.target = tcp_peer(1, 1);
+        c.sender = tcp_peer(0, 0);
+        if ((c.relay == nullptr) || (c.target == nullptr) || (c.sender == nullptr)) {
+            return c;
+        }
+        c.t = target_buffer(c.target, size);
+        source_buffer(c.sender, size, seed);
+        const std::string reply = c.sender->call("connect " + c.t.dev + " " +
+                                                 c.t.iface);
+        if (reply != "ok") {
+            ADD_FAILURE() << "connect: " << reply;
+            c.sender = nullptr;
+        }
+        return c;
     }
 
     /* "done <status string> <ns> <ops>" -> status string */

@@ -1,7 +1,9 @@
 /*
  * Failure behaviour beyond a killed relay or sender (test_pxn_put.cc): a
- * frozen relay, a target dying under the relay's writes, two relays on one
- * rail, a sequence wrap, and a hostile process scribbling over its lane.
+ * relay killed before any publication, restarted under held pieces or
+ * killed at random moments (while it writes completions), a frozen relay,
+ * a target dying under the relay's writes, two relays on one rail, a
+ * sequence wrap, and a hostile process scribbling over its lane.
  * Every wait is bounded; bytes and canaries are verified.
  */
 #include "pxn_transfer.h"
@@ -10,6 +12,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <random>
 
 using pxn_test::PeerProcess;
 using pxn_test::PxnTransfer;
@@ -42,17 +45,111 @@ protected:
     }
 };
 
+TEST_F(PxnFaults, RelayKilledBeforeAnyPublicationFailsTheNextPutAtOnce)
+{
+    const size_t size = 4 << 20;
+    auto [relay, target, sender, t] = cross_rail(size, 97);
+    ASSERT_TRUE(relay && target && sender);
+    relay->kill(SIGKILL);
+    relay->wait(5000);
+    usleep(1200000); /* its heartbeat goes stale */
+
+    /* Rail-only: nothing was published and there is no other path. */
+    std::string done;
+    ASSERT_TRUE(sender->send(put_cmd(t, size, 1 << 20)));
+    ASSERT_GE(seconds_to_answer(sender, &done, 10000), 0) << "sender hung";
+    EXPECT_EQ(ucs_status_string(UCS_ERR_UNREACHABLE), status_of(done));
+    const auto c = counters(0, sender);
+    EXPECT_EQ(0u, c.sender.pieces);
+    EXPECT_EQ(0u, c.sender.fallback_bytes);
+
+    /* A relay started on that rail carries a new endpoint's puts. */
+    PeerProcess *restarted = tcp_peer(0, 1);
+    ASSERT_NE(nullptr, restarted);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, size, 1 << 20));
+    EXPECT_EQ("ok", target->call("check 97 0 " + std::to_string(size)));
+    expect_healthy(0, restarted, size);
+}
+
+TEST_F(PxnFaults, RelayRestartedWhileTheSenderHoldsPiecesFailsThemAndCarriesNewOnes)
+{
+    const size_t size = 256 << 20;
+    auto [relay, target, sender, t] = cross_rail(size, 101);
+    ASSERT_TRUE(relay && target && sender);
+    ASSERT_TRUE(sender->send(put_cmd(t, size, 1 << 20)));
+    usleep(50000);
+    relay->kill(SIGKILL);
+    PeerProcess *restarted = tcp_peer(0, 1); /* a new epoch, before the
+                                                old heartbeat goes stale */
+    ASSERT_NE(nullptr, restarted);
+
+    /* The pieces of the old epoch fail; the new relay never sees them. */
+    std::string done;
+    const double waited = seconds_to_answer(sender, &done, 10000);
+    ASSERT_GE(waited, 0) << "sender hung";
+    EXPECT_LT(waited, 5.0);
+    EXPECT_EQ(ucs_status_string(UCS_ERR_ENDPOINT_TIMEOUT), status_of(done));
+    EXPECT_EQ(0u, counters(0, restarted).relay.bytes);
+
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, 8 << 20, 1 << 20));
+    EXPECT_EQ("ok", target->call("check 101 0 8388608"));
+    expect_healthy(0, restarted, 8 << 20);
+}
+
+TEST_F(PxnFaults, RelayKilledAtRandomMomentsNeverHangsTheSenderNorSpoilsLaterPuts)
+{
+    /* One-slot pieces: the relay writes a completion every few tens of
+     * microseconds, so the kills land in completion writes too. */
+    const size_t size = 32 << 20;
+    auto [first, target, sender, t] = cross_rail(size, 103);
+    ASSERT_TRUE(first && target && sender);
+    /* How long such a put takes here: the kills land inside it. */
+    const auto words = split(sender->call(put_cmd(t, size, kSlot)));
+    ASSERT_EQ(4u, words.size());
+    const long took_us = std::stol(words[2]) / 1000;
+    first->kill(SIGKILL);
+    first->wait(5000);
+    usleep(1200000);
+
+    std::mt19937 random(::testing::UnitTest::GetInstance()->random_seed());
+    int failed = 0;
+    for (int round = 0; round < 4; ++round) {
+        PeerProcess *relay = tcp_peer(0, 1);
+        ASSERT_NE(nullptr, relay);
+        ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+        ASSERT_TRUE(sender->send(put_cmd(t, size, kSlot)));
+        usleep(std::uniform_int_distribution<long>(took_us / 10,
+                                                   took_us * 9 / 10)(random));
+        relay->kill(SIGKILL);
+        std::string done;
+        ASSERT_GE(seconds_to_answer(sender, &done, 10000), 0)
+                << "sender hung in round " << round;
+        const std::string status = status_of(done);
+        EXPECT_TRUE((status == "Success") ||
+                    (status == ucs_status_string(UCS_ERR_ENDPOINT_TIMEOUT)))
+                << status;
+        failed += (status != "Success");
+        relay->wait(5000);
+        usleep(1200000);
+    }
+    EXPECT_GE(failed, 1) << "no kill landed inside a put (" << took_us << " us)";
+
+    /* Whatever the dead relays left half-done, a new one carries all. */
+    PeerProcess *relay = tcp_peer(0, 1);
+    ASSERT_NE(nullptr, relay);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, size, 1 << 20));
+    EXPECT_EQ("ok", target->call("check 103 0 " + std::to_string(size)));
+    expect_healthy(0, relay, size);
+}
+
 TEST_F(PxnFaults, RelayFrozenPastTheHeartbeatTimeoutFailsItsPiecesAndRecovers)
 {
-    PeerProcess *relay  = tcp_peer(0, 1);
-    PeerProcess *target = tcp_peer(1, 1);
-    PeerProcess *sender = tcp_peer(0, 0);
-    ASSERT_TRUE(relay && target && sender);
-
     const size_t size = 256 << 20;
-    Target t = target_buffer(target, size);
-    source_buffer(sender, size, 61);
-    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    auto [relay, target, sender, t] = cross_rail(size, 61);
+    ASSERT_TRUE(relay && target && sender);
     ASSERT_TRUE(sender->send(put_cmd(t, size, 1 << 20)));
     usleep(50000);
     ASSERT_TRUE(relay->stop()); /* frozen, not dead: its pid stays alive */
@@ -159,15 +256,9 @@ TEST_F(PxnFaults, SequenceWrapDrainsAndReestablishesTheLaneWithoutLosingAPiece)
 
 TEST_F(PxnFaults, HostileLaneNeitherStopsTheRelayNorReachesTargetMemory)
 {
-    PeerProcess *relay  = tcp_peer(0, 1);
-    PeerProcess *target = tcp_peer(1, 1);
-    PeerProcess *sender = tcp_peer(0, 0);
-    ASSERT_TRUE(relay && target && sender);
-
     const size_t size = 8 << 20;
-    Target t = target_buffer(target, size);
-    source_buffer(sender, size, 83);
-    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    auto [relay, target, sender, t] = cross_rail(size, 83);
+    ASSERT_TRUE(relay && target && sender);
     EXPECT_EQ("Success", put(sender, t, 1 << 20, 65536)); /* lane and route up */
 
     BackgroundProcess hostile;

@@ -35,15 +35,9 @@ TEST_F(PxnTransfer, SameRailAndSameNodePeersAreNotReachable)
 
 TEST_F(PxnTransfer, CrossRail10KiBGoesThroughTheRelay)
 {
-    PeerProcess *relay  = tcp_peer(0, 1);
-    PeerProcess *target = tcp_peer(1, 1);
-    PeerProcess *sender = tcp_peer(0, 0);
-    ASSERT_TRUE(relay && target && sender);
-
     const size_t size = 10240;
-    Target t = target_buffer(target, size);
-    source_buffer(sender, size, 7);
-    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    auto [relay, target, sender, t] = cross_rail(size, 7);
+    ASSERT_TRUE(relay && target && sender);
     EXPECT_EQ("Success", put(sender, t, size, size));
     EXPECT_EQ("ok", target->call("check 7 0 " + std::to_string(size)));
     expect_healthy(0, relay, size);
@@ -76,15 +70,9 @@ TEST_F(PxnTransfer, EpToEpModelConnectsThroughRelayEps)
 
 TEST_F(PxnTransfer, PiecesAroundTheSlotSizeArriveIntact)
 {
-    PeerProcess *relay  = tcp_peer(0, 1);
-    PeerProcess *target = tcp_peer(1, 1);
-    PeerProcess *sender = tcp_peer(0, 0);
-    ASSERT_TRUE(relay && target && sender);
-
     const size_t size = 4 * kSlot;
-    Target t = target_buffer(target, size);
-    source_buffer(sender, size, 3);
-    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    auto [relay, target, sender, t] = cross_rail(size, 3);
+    ASSERT_TRUE(relay && target && sender);
     size_t offset = 0;
     for (size_t bytes : {kSlot - 1, kSlot, kSlot + 1}) {
         EXPECT_EQ("Success", put(sender, t, bytes, bytes, offset)) << bytes;
@@ -97,15 +85,9 @@ TEST_F(PxnTransfer, PiecesAroundTheSlotSizeArriveIntact)
 
 TEST_F(PxnTransfer, ShortAndBcopyPutsAreStagedAtOnce)
 {
-    PeerProcess *relay  = tcp_peer(0, 1);
-    PeerProcess *target = tcp_peer(1, 1);
-    PeerProcess *sender = tcp_peer(0, 0);
-    ASSERT_TRUE(relay && target && sender);
-
     const size_t size = 200000;
-    Target t = target_buffer(target, size);
-    source_buffer(sender, size, 5);
-    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    auto [relay, target, sender, t] = cross_rail(size, 5);
+    ASSERT_TRUE(relay && target && sender);
     EXPECT_EQ("Success", put(sender, t, 100000, 1000, 0, "short"));
     EXPECT_EQ("Success", put(sender, t, 100000, 30000, 100000, "bcopy"));
     EXPECT_EQ("ok", target->call("check 5 0 " + std::to_string(size)));
@@ -149,15 +131,9 @@ TEST_F(PxnTransfer, FullRingMakesThePieceAfterKWaitForSlotZero)
 
 TEST_F(PxnTransfer, SixtyFourSlotsOfDataTakeManyRingRounds)
 {
-    PeerProcess *relay  = tcp_peer(0, 1);
-    PeerProcess *target = tcp_peer(1, 1);
-    PeerProcess *sender = tcp_peer(0, 0);
-    ASSERT_TRUE(relay && target && sender);
-
     const size_t size = 64 * kSlot + 777;
-    Target t = target_buffer(target, size);
-    source_buffer(sender, size, 13);
-    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    auto [relay, target, sender, t] = cross_rail(size, 13);
+    ASSERT_TRUE(relay && target && sender);
     EXPECT_EQ("Success", put(sender, t, size, 100003));
     EXPECT_EQ("ok", target->call("check 13 0 " + std::to_string(size)));
     expect_healthy(0, relay, size);
@@ -194,15 +170,9 @@ TEST_F(PxnTransfer, SevenSendersShareOneRelay)
 
 TEST_F(PxnTransfer, RelayKilledMidTransferFailsTheOutstandingOperations)
 {
-    PeerProcess *relay  = tcp_peer(0, 1);
-    PeerProcess *target = tcp_peer(1, 1);
-    PeerProcess *sender = tcp_peer(0, 0);
-    ASSERT_TRUE(relay && target && sender);
-
     const size_t size = 256 << 20;
-    Target t = target_buffer(target, size);
-    source_buffer(sender, size, 19);
-    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    auto [relay, target, sender, t] = cross_rail(size, 19);
+    ASSERT_TRUE(relay && target && sender);
     ASSERT_TRUE(sender->send("put zcopy " + t.addr + " " + t.rkey + " " +
                              std::to_string(size) + " 1048576 0"));
     usleep(50000);
@@ -247,15 +217,9 @@ TEST_F(PxnTransfer, LaneOfAKilledSenderIsClaimedAgain)
 
 TEST_F(PxnTransfer, RestartedRelayCarriesNewPieces)
 {
-    PeerProcess *relay  = tcp_peer(0, 1);
-    PeerProcess *target = tcp_peer(1, 1);
-    PeerProcess *sender = tcp_peer(0, 0);
-    ASSERT_TRUE(relay && target && sender);
-
     const size_t size = 2 << 20;
-    Target t = target_buffer(target, size);
-    source_buffer(sender, size, 31);
-    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    auto [relay, target, sender, t] = cross_rail(size, 31);
+    ASSERT_TRUE(relay && target && sender);
     EXPECT_EQ("Success", put(sender, t, size / 2, 65536));
 
     relay->kill(SIGKILL);
@@ -270,15 +234,9 @@ TEST_F(PxnTransfer, RestartedRelayCarriesNewPieces)
 
 TEST_F(PxnTransfer, GetsOverTcpAreRefusedAndTheRelayStays)
 {
-    PeerProcess *relay  = tcp_peer(0, 1);
-    PeerProcess *target = tcp_peer(1, 1);
-    PeerProcess *sender = tcp_peer(0, 0);
-    ASSERT_TRUE(relay && target && sender);
-
     const size_t size = 2 * kSlot;
-    Target t = target_buffer(target, size);
-    source_buffer(sender, size, 47);
-    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    auto [relay, target, sender, t] = cross_rail(size, 47);
+    ASSERT_TRUE(relay && target && sender);
     /* tcp has no get_zcopy: pxn over tcp does not advertise GET, and a get
      * must not reach the relay (whose inner get op would be NULL). */
     for (const std::string kind : {"zcopy", "bcopy"}) {
@@ -378,6 +336,38 @@ TEST_F(PxnFallback, QueuedOperationsTakeTheDirectPathOverTheSpine)
     EXPECT_EQ(kSlots, c.sender.fallback_ops);    /* the next K: direct */
     EXPECT_EQ(kSlots * kSlot, c.sender.fallback_bytes);
     EXPECT_EQ(kSlots * kSlot, counters(0, relay).relay.bytes);
+}
+
+TEST_F(PxnFallback, RelayDeadBeforeAPutSendsItOnTheDirectPathUntilANewRelayComes)
+{
+    PeerProcess *relay  = tcp_peer(0, 1);
+    PeerProcess *target = tcp_peer(1, 1);
+    PeerProcess *sender = tcp_peer(0, 0);
+    ASSERT_TRUE(relay && target && sender);
+    const size_t size = 4 << 20;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 107);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, 1 << 20, 65536));
+    relay->kill(SIGKILL);
+    relay->wait(5000);
+    usleep(1200000); /* its heartbeat goes stale */
+
+    /* Nothing of it was published: the same ep sends it straight. */
+    EXPECT_EQ("Success", put(sender, t, 1 << 20, 65536, 1 << 20));
+    auto c = counters(0, sender);
+    EXPECT_EQ(16u, c.sender.fallback_ops);
+    EXPECT_EQ(1u << 20, c.sender.fallback_bytes);
+    EXPECT_EQ(0u, c.sender.failed_ops);
+
+    /* A relay back on that rail: the ep routes through it again. */
+    PeerProcess *restarted = tcp_peer(0, 1);
+    ASSERT_NE(nullptr, restarted);
+    usleep(200000);
+    EXPECT_EQ("Success", put(sender, t, size / 2, 65536, size / 2));
+    EXPECT_EQ("ok", target->call("check 107 0 " + std::to_string(size)));
+    EXPECT_EQ(size / 2, counters(0, restarted).relay.bytes);
+    EXPECT_EQ(1u << 20, counters(0, sender).sender.fallback_bytes);
 }
 
 class PxnNoFallback : public PxnTransfer {
