@@ -3,7 +3,8 @@
 # module into the UCX install's module directory. Idempotent.
 #
 # Environment: PXN_BUILD_DIR (default <repo>/build), PXN_CONFIGURE_FLAGS
-# (extra configure flags), plus contrib/deps.sh's variables.
+# (extra configure flags), CXXFLAGS, LDFLAGS and LIBS (for configure; a
+# change configures again), plus contrib/deps.sh's variables.
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,7 +20,7 @@ if [ ! -x configure ] || [ configure.ac -nt configure ] || [ Makefile.am -nt Mak
 fi
 mkdir -p "$build"
 cd "$build"
-stamp="configure ${PXN_CONFIGURE_FLAGS:-}"
+stamp="configure ${PXN_CONFIGURE_FLAGS:-} CXXFLAGS=${CXXFLAGS:-} LDFLAGS=${LDFLAGS:-} LIBS=${LIBS:-}"
 if [ ! -f Makefile ] || [ "$top/configure" -nt Makefile ] || [ "$(cat .pxn-configure 2>/dev/null)" != "$stamp" ]; then
     echo "[build] configure ${PXN_CONFIGURE_FLAGS:-}" >&2
     # shellcheck disable=SC2086

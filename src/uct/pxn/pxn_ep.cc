@@ -1,3 +1,7 @@
+/*
+ * Ep (pxn_ep.h): connection, operations through the lane, completion,
+ * flush, fence and pending; the direct path is in pxn_ep_direct.cc.
+ */
 #include "pxn_ep.h"
 
 #include "pxn_iface.h"
@@ -118,115 +122,6 @@ ucs_status_t Ep::connect_to_ep(const DeviceAddress &peer, const EpAddress &addr)
     return (status != UCS_ERR_UNREACHABLE) ? status : inbound;
 }
 
-bool Ep::fall_back(const SendRequest &req, const uint8_t *rkey,
-                   uint16_t rkey_length)
-{
-    if (!can_go_direct()) {
-        return false;
-    }
-    Net &net = hub_->net();
-    std::lock_guard<std::mutex> guard(net.lock());
-    if (direct_ep_ == nullptr) {
-        if (!net.is_reachable(peer_.inner.data(), peer_iface_.data()) ||
-            (net.ep_create_to_iface(peer_.inner.data(), peer_iface_.data(),
-                                    &direct_ep_) != UCS_OK)) {
-            direct_ep_     = nullptr;
-            direct_failed_ = true;
-            ucs_debug("pxn: no direct path to the target of ep %p", self_);
-            return false;
-        }
-    }
-    const Bytes packed(rkey, rkey + rkey_length);
-    auto it = std::find_if(direct_rkeys_.begin(), direct_rkeys_.end(),
-                           [&](const auto &r) { return r.first == packed; });
-    if (it == direct_rkeys_.end()) {
-        uct_rkey_bundle_t bundle;
-        if (uct_rkey_unpack(net.component(), packed.data(), &bundle) != UCS_OK) {
-            return false;
-        }
-        direct_rkeys_.emplace_back(packed, bundle);
-        it = direct_rkeys_.end() - 1;
-    }
-
-    auto op         = std::make_unique<DirectOp>();
-    op->req         = req;
-    op->rkey        = it->second.rkey;
-    op->comp.func   = direct_done;
-    op->comp.count  = static_cast<int>(req.nsegs) + 1; /* + posting guard */
-    op->comp.status = UCS_OK;
-    post_direct(*op);
-    direct_ops_.push_back(std::move(op));
-    abi::SenderCounters &counters = hub_->counters().sender;
-    abi::bump(counters.fallback_ops);
-    for (uint32_t i = 0; i < req.nsegs; ++i) {
-        abi::bump(counters.fallback_bytes, req.segs[i].length);
-    }
-    return true;
-}
-
-/* Caller holds the Net lock. Returns true once every segment is posted. */
-bool Ep::post_direct(DirectOp &op)
-{
-    uint64_t remote = op.req.remote_addr;
-    for (uint32_t i = 0; i < op.posted; ++i) {
-        remote += op.req.segs[i].length;
-    }
-    while (op.posted < op.req.nsegs) {
-        const SendRequest::Seg &seg = op.req.segs[op.posted];
-        uct_iov_t iov = {reinterpret_cast<void*>(seg.addr), seg.length,
-                         seg.memh, 0, 1};
-        const ucs_status_t status =
-                (op.req.op == abi::kOpGet) ?
-                uct_ep_get_zcopy(direct_ep_, &iov, 1, remote, op.rkey, &op.comp) :
-                uct_ep_put_zcopy(direct_ep_, &iov, 1, remote, op.rkey, &op.comp);
-        if (status == UCS_ERR_NO_RESOURCE) {
-            return false;
-        }
-        if (status != UCS_INPROGRESS) {
-            if (UCS_STATUS_IS_ERR(status) && (op.comp.status == UCS_OK)) {
-                op.comp.status = status;
-            }
-            --op.comp.count;
-        }
-        remote += seg.length;
-        ++op.posted;
-    }
-    if (--op.comp.count == 0) {
-        op.done.store(true, std::memory_order_release);
-    }
-    return true;
-}
-
-void Ep::direct_done(uct_completion_t *comp)
-{
-    reinterpret_cast<DirectOp*>(comp)->done.store(true, std::memory_order_release);
-}
-
-unsigned Ep::progress_direct()
-{
-    unsigned work = 0;
-    for (auto it = direct_ops_.begin(); it != direct_ops_.end();) {
-        DirectOp &op = **it;
-        if (op.posted < op.req.nsegs) {
-            std::lock_guard<std::mutex> guard(hub_->net().lock());
-            work += post_direct(op);
-        }
-        if (!op.done.load(std::memory_order_acquire)) {
-            ++it;
-            continue;
-        }
-        const ucs_status_t status = op.comp.status;
-        uct_completion_t *user    = op.req.comp;
-        if (user != nullptr) {
-            uct_invoke_completion(user, status);
-        }
-        it = direct_ops_.erase(it);
-        op_done(status);
-        ++work;
-    }
-    return work;
-}
-
 ucs_status_t Ep::take_error()
 {
     if ((error_ == UCS_OK) || reported_) {
@@ -276,11 +171,6 @@ bool Ep::reroute()
     lane_  = std::move(lane);
     route_ = route;
     return true;
-}
-
-bool Ep::can_go_direct() const
-{
-    return to_iface_ && !direct_failed_ && hub_->settings().direct_fallback;
 }
 
 ucs_status_t Ep::lane_rkey(uct_rkey_t rkey, uint32_t *index)
@@ -402,30 +292,6 @@ ucs_status_t Ep::zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
                          comp);
     issued_ += (status == UCS_INPROGRESS);
     return status;
-}
-
-ucs_status_t Ep::zcopy_direct(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
-                              uint64_t remote_addr, uct_rkey_t rkey,
-                              uct_completion_t *comp)
-{
-    SendRequest req = {};
-    req.comp        = comp;
-    req.owner       = this;
-    req.op          = op;
-    req.remote_addr = remote_addr;
-    if (!req.add_iov(iov, iovcnt)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (req.nsegs == 0) {
-        return UCS_OK;
-    }
-    const auto *key = reinterpret_cast<const uct_pxn_rkey_t*>(rkey);
-    if (!fall_back(req, key->packed, key->length)) {
-        error_ = UCS_ERR_UNREACHABLE;
-        return error_;
-    }
-    ++issued_;
-    return UCS_INPROGRESS;
 }
 
 void Ep::op_done(ucs_status_t status)
