@@ -21,6 +21,10 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
     section "machine"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
     "$c/ucx/bin/ucx_info" -d | grep -E 'Memory domain|Transport|Device' | head -40
+    if [ "$(nvidia-smi -L | wc -l)" -gt 1 ]; then
+        section "GPU topology (the tests put railA on GPU 0, railB on GPU 1, ...)"
+        nvidia-smi topo -m 2>&1 | tee "$out/topology.txt"
+    fi
     section "GPU tests"
     timeout 300 "$c/build/test/gtest/uct_gtest" --gtest_filter='PxnCuda.*:PxnComponent.*' 2>&1 |
         tee "$out/gpu-tests.log" | grep -vE '^\[ *(RUN|OK) '

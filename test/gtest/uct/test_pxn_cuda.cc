@@ -1,12 +1,16 @@
 /*
- * GPU memory through pxn (the CUDA staging backend), at the UCT level, on
- * one GPU: sender, relay and target are processes on the same host (the
- * relay's inner transport is cuda_ipc, which reads and writes GPU memory
- * across processes); emulated nodes and rails by UCX_PXN_NODE_ID and
- * UCX_PXN_RAIL_MAP. Every byte is verified, canaries around target buffers
- * too. Skipped (with a message) where no GPU is usable.
+ * GPU memory through pxn (the CUDA staging backend), at the UCT level:
+ * sender, relay and target are processes on the same host (the relay's
+ * inner transport is cuda_ipc, which reads and writes GPU memory across
+ * processes); emulated nodes and rails by UCX_PXN_NODE_ID and
+ * UCX_PXN_RAIL_MAP. As on a real node, the GPU of rail X is X's index
+ * modulo the GPUs present: on one GPU everything shares it; with two or
+ * more, the staging hop crosses devices (senders on railA use GPU 0, the
+ * relay and the target of railB GPU 1). Every byte is verified, canaries
+ * around target buffers too. Skipped (with a message) where no GPU is
+ * usable.
  *
- * On the GPU machine: contrib/gpu/run-tests.sh (docs/gpu.md).
+ * On the GPU machine: contrib/gpu/run.sh tests (docs/gpu.md).
  */
 #include <tools/peer_process.h>
 #include <uct/pxn/pxn_cuda.h>
@@ -31,6 +35,16 @@ constexpr size_t kSlots = 4;       /* UCX_PXN_SLOTS here */
 struct Target {
     std::string dev, iface, addr, rkey;
 };
+
+/* GPUs present (1 in a build without CUDA, where the tests skip). */
+int gpu_count()
+{
+#ifdef PXN_HAVE_CUDA
+    return pxn::uct::CudaDriver::get()->devices;
+#else
+    return 1;
+#endif
+}
 
 class PxnCuda : public ::testing::Test {
 protected:
@@ -65,6 +79,8 @@ protected:
                       const std::string &inner = "cuda_ipc")
     {
         const std::string device = (inner == "cma") ? "memory" : "cuda";
+        env.insert(env.begin(), "UCX_PXN_CUDA_DEVICE=" +
+                                std::to_string((rail.back() - 'A') % gpu_count()));
         env.insert(env.begin(),
                    {"UCX_PXN_NODE_ID=node" + std::to_string(node),
                     "UCX_PXN_GROUP=" + group(node),
