@@ -167,13 +167,14 @@ protected:
 
     /* A relay on node 0 rail 1, a target on node 1 rail 1 with a buffer of
      * `size` bytes, and a sender on node 0 rail 0 with `size` bytes of
-     * pattern `seed`, connected to the target. */
-    CrossRail cross_rail(size_t size, int seed)
+     * pattern `seed`, connected to the target; `env` for all three. */
+    CrossRail cross_rail(size_t size, int seed,
+                         const std::vector<std::string> &env = {})
     {
         CrossRail c;
-        c.relay  = tcp_peer(0, 1);
-        c.target = tcp_peer(1, 1);
-        c.sender = tcp_peer(0, 0);
+        c.relay  = tcp_peer(0, 1, env);
+        c.target = tcp_peer(1, 1, env);
+        c.sender = tcp_peer(0, 0, env);
         if ((c.relay == nullptr) || (c.target == nullptr) || (c.sender == nullptr)) {
             return c;
         }

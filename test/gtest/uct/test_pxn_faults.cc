@@ -38,6 +38,12 @@ protected:
                                              start).count();
     }
 
+    /* Where a dead or frozen relay must be noticed by its heartbeat: the
+     * credit timeout (1 s by default, as long as the tests' heartbeat
+     * timeout) would otherwise race it for the queued operations. */
+    static inline const std::vector<std::string> kHeartbeatDecides = {
+            "UCX_PXN_CREDIT_TIMEOUT=20s"};
+
     std::string put_cmd(const Target &t, size_t bytes, size_t chunk)
     {
         return "put zcopy " + t.addr + " " + t.rkey + " " + std::to_string(bytes) +
@@ -75,7 +81,7 @@ TEST_F(PxnFaults, RelayKilledBeforeAnyPublicationFailsTheNextPutAtOnce)
 TEST_F(PxnFaults, RelayRestartedWhileTheSenderHoldsPiecesFailsThemAndCarriesNewOnes)
 {
     const size_t size = 256 << 20;
-    auto [relay, target, sender, t] = cross_rail(size, 101);
+    auto [relay, target, sender, t] = cross_rail(size, 101, kHeartbeatDecides);
     ASSERT_TRUE(relay && target && sender);
     ASSERT_TRUE(sender->send(put_cmd(t, size, 1 << 20)));
     usleep(50000);
@@ -103,7 +109,7 @@ TEST_F(PxnFaults, RelayKilledAtRandomMomentsNeverHangsTheSenderNorSpoilsLaterPut
     /* One-slot pieces: the relay writes a completion every few tens of
      * microseconds, so the kills land in completion writes too. */
     const size_t size = 32 << 20;
-    auto [first, target, sender, t] = cross_rail(size, 103);
+    auto [first, target, sender, t] = cross_rail(size, 103, kHeartbeatDecides);
     ASSERT_TRUE(first && target && sender);
     /* How long such a put takes here: the kills land inside it. */
     const auto words = split(sender->call(put_cmd(t, size, kSlot)));
@@ -148,7 +154,7 @@ TEST_F(PxnFaults, RelayKilledAtRandomMomentsNeverHangsTheSenderNorSpoilsLaterPut
 TEST_F(PxnFaults, RelayFrozenPastTheHeartbeatTimeoutFailsItsPiecesAndRecovers)
 {
     const size_t size = 256 << 20;
-    auto [relay, target, sender, t] = cross_rail(size, 61);
+    auto [relay, target, sender, t] = cross_rail(size, 61, kHeartbeatDecides);
     ASSERT_TRUE(relay && target && sender);
     ASSERT_TRUE(sender->send(put_cmd(t, size, 1 << 20)));
     usleep(50000);
