@@ -7,6 +7,7 @@
 
 #include <ucs/debug/log_def.h>
 #include <ucs/pxn/descriptor.h>
+#include <ucs/pxn/identity.h>
 
 extern "C" {
 #include <uct/base/uct_iface.h>
@@ -22,6 +23,7 @@ namespace {
 
 constexpr size_t   kMaxQueued       = 4096;
 constexpr uint64_t kHealthPeriodNs  = 1000000; /* 1 ms */
+constexpr uint64_t kLivenessPeriodNs = 20000000; /* 20 ms: reads /proc */
 constexpr uint64_t kOpenMaxNs       = 50000;   /* 50 us */
 
 } // namespace
@@ -488,12 +490,26 @@ void SendLane::check_health()
         return;
     }
     next_health_ns_ = now + kHealthPeriodNs;
-    if (!failed_ && !mapping_->is_healthy()) {
+    if (failed_) {
+        return;
+    }
+    if (!mapping_->is_healthy()) {
         ucs_warn("pxn: relay pid %u (rail %s) is no longer healthy "
                  "(heartbeat age %.3f s): failing its pieces",
                  relay().identity.pid, relay().rail.c_str(),
                  mapping_->heartbeat_age_ns() / 1e9);
         fail_all(UCS_ERR_ENDPOINT_TIMEOUT);
+        return;
+    }
+    /* A relay that died (rather than froze) is noticed long before its
+     * heartbeat goes stale; /proc is read only while something waits on it. */
+    if (!idle() && (now >= next_liveness_ns_)) {
+        next_liveness_ns_ = now + kLivenessPeriodNs;
+        if (!is_alive(relay().identity.pid, relay().identity.start_time)) {
+            ucs_warn("pxn: relay pid %u (rail %s) died: failing its pieces",
+                     relay().identity.pid, relay().rail.c_str());
+            fail_all(UCS_ERR_ENDPOINT_TIMEOUT);
+        }
     }
 }
 

@@ -18,12 +18,14 @@
  *
  * Ownership (design.md): before a piece is published it may still fail
  * (relay unhealthy, credit timeout); after publication only the relay's
- * completion, an epoch change of the relay or its heartbeat timeout decide
+ * completion, an epoch change of the relay, its heartbeat timeout (a frozen
+ * relay) or its death (checked every 20 ms while the lane has work) decide
  * the outcome, and nothing is ever re-sent.
  *
  * Threading: only the application's thread (UCT iface progress, ep ops)
  * touches a SendLane. No syscalls, locks or allocation on the data path
- * once the lane's request pool is warm; route setup and lane claim are
+ * once the lane's request pool is warm (the health check reads the relay's
+ * /proc entry at most every 20 ms, and only while the lane has work); route setup and lane claim are
  * control-path operations that wait, bounded, for the relay.
  */
 #ifndef PXN_UCT_PXN_SENDER_H_
@@ -256,6 +258,7 @@ private:
     std::vector<std::unique_ptr<SendRequest>> requests_;
     uint64_t                      stall_since_ns_ = 0;
     uint64_t                      next_health_ns_ = 0;
+    uint64_t                      next_liveness_ns_ = 0;
     abi::SenderCounters          *counters_ = nullptr; /* shared by the lanes of an iface */
 };
 

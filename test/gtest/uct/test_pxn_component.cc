@@ -10,6 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -219,11 +222,30 @@ TEST_F(PxnComponent, UcxInfoShowsComponentAndEveryVariable)
                             "CUDA_DEVICE", "GPU_DOORBELL", "LANES", "SLOTS", "SLOT_SIZE",
                             "MAX_PLAN", "INFLIGHT_DEPTH", "CREDIT_TIMEOUT",
                             "HEARTBEAT_TIMEOUT", "RELAY_SLICE",
-                            "RELAY_SLICE_MERGE"}) {
+                            "RELAY_SLICE_MERGE", "GATHER_CTAS", "INITIAL_SEQ"}) {
         EXPECT_NE(std::string::npos,
                   config.output.find(std::string("UCX_PXN_") + var + "="))
                 << var;
     }
+}
+
+TEST_F(PxnComponent, EveryVariableIsDocumentedInConfigurationMd)
+{
+    auto config = pxn_test::run_program({pxn_test::ucx_prefix() + "/bin/ucx_info",
+                                         "-cf"});
+    ASSERT_EQ(0, config.exit_code);
+    std::ifstream file(std::string(PXN_SOURCE_DIR) + "/docs/configuration.md");
+    const std::string docs((std::istreambuf_iterator<char>(file)),
+                           std::istreambuf_iterator<char>());
+    ASSERT_FALSE(docs.empty());
+    const std::regex variable("UCX_PXN_[A-Z_]+(?==)");
+    size_t count = 0;
+    for (std::sregex_iterator it(config.output.begin(), config.output.end(),
+                                 variable), end; it != end; ++it, ++count) {
+        EXPECT_NE(std::string::npos, docs.find("`" + it->str() + "`"))
+                << it->str() << " is not in docs/configuration.md";
+    }
+    EXPECT_GE(count, 20u);
 }
 
 TEST(PxnStockUcx, LoadsIntoStockUcxOnlyWithLdPreload)

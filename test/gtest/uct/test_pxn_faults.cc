@@ -151,6 +151,33 @@ TEST_F(PxnFaults, RelayKilledAtRandomMomentsNeverHangsTheSenderNorSpoilsLaterPut
     expect_healthy(0, relay, size);
 }
 
+TEST_F(PxnFaults, KilledRelayIsNoticedLongBeforeItsHeartbeatGoesStale)
+{
+    const std::vector<std::string> env = {"UCX_PXN_HEARTBEAT_TIMEOUT=20s",
+                                          "UCX_PXN_CREDIT_TIMEOUT=20s"};
+    const size_t size = 256 << 20;
+    auto [relay, target, sender, t] = cross_rail(size, 109, env);
+    ASSERT_TRUE(relay && target && sender);
+    ASSERT_TRUE(sender->send(put_cmd(t, size, 1 << 20)));
+    usleep(50000);
+    relay->kill(SIGKILL);
+
+    std::string done;
+    const double waited = seconds_to_answer(sender, &done, 30000);
+    ASSERT_GE(waited, 0) << "sender hung";
+    EXPECT_LT(waited, 2.0) << "the heartbeat timeout is 20 s";
+    EXPECT_EQ(ucs_status_string(UCS_ERR_ENDPOINT_TIMEOUT), status_of(done));
+
+    /* A relay started at once carries a new endpoint: the dead one's entry,
+     * its heartbeat still fresh, is passed over. */
+    PeerProcess *restarted = tcp_peer(0, 1, env);
+    ASSERT_NE(nullptr, restarted);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, 8 << 20, 1 << 20));
+    EXPECT_EQ("ok", target->call("check 109 0 8388608"));
+    expect_healthy(0, restarted, 8 << 20);
+}
+
 TEST_F(PxnFaults, RelayFrozenPastTheHeartbeatTimeoutFailsItsPiecesAndRecovers)
 {
     const size_t size = 256 << 20;
