@@ -63,6 +63,7 @@ CXXFLAGS="$flags" LDFLAGS="-fsanitize=address,undefined" LIBS="-lasan -lubsan" \
     PXN_BUILD_DIR="$build" PXN_CONFIGURE_FLAGS="--with-ucx=$copy" \
     bash "$top/contrib/build.sh"
 
+rm -rf "$build/sanitizer" # reports of this run only
 mkdir -p "$build/sanitizer"
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:log_path=$build/sanitizer/asan"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$build/sanitizer/ubsan"
