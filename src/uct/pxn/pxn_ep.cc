@@ -139,6 +139,9 @@ ucs_status_t Ep::ready(bool *direct)
     if (!connected_) {
         return UCS_ERR_UNREACHABLE;
     }
+    if (lane_->idle()) {
+        lane_->check_relay_alive();
+    }
     if (!lane_->usable() && !reroute()) {
         if ((direct == nullptr) || !can_go_direct()) {
             error_ = UCS_ERR_UNREACHABLE;

@@ -16,7 +16,8 @@
  * Direct path: an operation that can no longer go through a relay before
  * any of its bytes were published (relay unhealthy, no ring credit for
  * UCX_PXN_CREDIT_TIMEOUT), and a zcopy issued while the target's rail has
- * no healthy relay (looked for again every 100 ms), is sent once with this
+ * no healthy relay (one that exited is seen from its pid before work goes
+ * on an idle lane; another is looked for every 100 ms), is sent once with this
  * process's own inner transport straight to the target, when the target is
  * reachable from here (a spine) and the ep knows the target's inner
  * address (to-iface model). Otherwise it fails (a rail-only fabric); short

@@ -503,14 +503,25 @@ void SendLane::check_health()
     }
     /* A relay that died (rather than froze) is noticed long before its
      * heartbeat goes stale; /proc is read only while something waits on it. */
-    if (!idle() && (now >= next_liveness_ns_)) {
-        next_liveness_ns_ = now + kLivenessPeriodNs;
-        if (!is_alive(relay().identity.pid, relay().identity.start_time)) {
-            ucs_warn("pxn: relay pid %u (rail %s) died: failing its pieces",
-                     relay().identity.pid, relay().rail.c_str());
-            fail_all(UCS_ERR_ENDPOINT_TIMEOUT);
-        }
+    if (!idle()) {
+        check_relay_alive();
     }
+}
+
+bool SendLane::check_relay_alive()
+{
+    const uint64_t now = monotonic_ns();
+    if (failed_ || (now < next_liveness_ns_)) {
+        return !failed_;
+    }
+    next_liveness_ns_ = now + kLivenessPeriodNs;
+    if (is_alive(relay().identity.pid, relay().identity.start_time)) {
+        return true;
+    }
+    ucs_warn("pxn: relay pid %u (rail %s) died: failing its pieces",
+             relay().identity.pid, relay().rail.c_str());
+    fail_all(UCS_ERR_ENDPOINT_TIMEOUT);
+    return false;
 }
 
 unsigned SendLane::progress()

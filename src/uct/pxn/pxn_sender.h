@@ -164,6 +164,12 @@ public:
     /* Fails everything not yet completed (relay gone). */
     void     fail_all(ucs_status_t status);
     bool     idle() const;
+    /* false once the relay is known to have exited: reads its /proc entry
+     * (pid and start time) at most every 20 ms, and fails the lane when it
+     * is gone. progress() calls it while the lane has work; an ep calls it
+     * before putting work on an idle lane, so that a relay that died
+     * meanwhile is known before anything is published to it. */
+    bool     check_relay_alive();
 
 private:
     struct SlotRecord {
