@@ -13,6 +13,8 @@
 #   PXN_CUDA_DIR   CUDA toolkit (default: /usr/local/cuda if it has nvcc);
 #                  "no" builds UCX without CUDA
 #   PXN_JOBS       parallel make jobs (default: nproc)
+#   PXN_UCX_FLAGS  more UCX configure flags, e.g. --enable-stats
+#                  (contrib/stats.sh; use another PXN_DEPS_DIR for them)
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -62,6 +64,8 @@ if [ "$cuda_dir" != no ]; then
 else
     ucx_flags+=(--without-cuda)
 fi
+# shellcheck disable=SC2206
+ucx_flags+=(${PXN_UCX_FLAGS:-})
 stamp_text="ucx=$ucx_version modules=+pxn flags=${ucx_flags[*]} script=3"
 src=$deps/src/ucx-$ucx_upstream
 prefix=$deps/ucx

@@ -10,7 +10,13 @@ extern "C" {
 #include <ucs/vfs/base/vfs_obj.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
+#include <ucs/time/time.h>
 }
+
+#include <algorithm>
+#include <cstddef>
+#include <iterator>
+#include <string>
 
 using pxn::uct::Hub;
 
@@ -143,10 +149,78 @@ static int uct_pxn_iface_is_reachable(const uct_iface_h tl_iface,
     }
 }
 
+/* pxn's counters as UCX shows them (VFS files, statistics counters), in
+ * the order of kCounterNames. */
+#define UCT_PXN_COUNTERS(_c) { \
+        &(_c).relay.pieces, &(_c).relay.bytes, &(_c).relay.failed_pieces, \
+        &(_c).relay.rejected, &(_c).relay.routes, &(_c).relay.route_errors, \
+        &(_c).relay.lane_resets, &(_c).relay.inflight, &(_c).sender.pieces, \
+        &(_c).sender.bytes, &(_c).sender.credit_stalls, &(_c).sender.failed_ops, \
+        &(_c).sender.fallback_ops, &(_c).sender.fallback_bytes, \
+        &(_c).sender.lanes, &(_c).sender.gather_pieces}
+static constexpr unsigned kNumCounters = 16;
+static const char *const kCounterNames[kNumCounters] = {
+    "relay/pieces", "relay/bytes", "relay/failed_pieces",
+    "relay/rejected_descriptors", "relay/routes", "relay/route_errors",
+    "relay/lane_resets", "relay/inflight", "sender/pieces", "sender/bytes",
+    "sender/credit_stalls", "sender/failed_ops", "sender/fallback_ops",
+    "sender/fallback_bytes", "sender/lanes", "sender/gather_pieces"};
+
+#ifdef ENABLE_STATS
+/* ucs_stats_class_t ends in a flexible array, which C++ cannot initialise:
+ * the same layout with a fixed one. */
+static struct {
+    const char *name;
+    unsigned    num_counters;
+    unsigned    class_id;
+    const char *counter_names[kNumCounters];
+} uct_pxn_stats_class = {"pxn", kNumCounters,
+                          static_cast<unsigned>(UCS_STATS_CLASS_ID_INVALID), {}};
+static_assert(offsetof(decltype(uct_pxn_stats_class), counter_names) ==
+              offsetof(ucs_stats_class_t, counter_names),
+              "layout of ucs_stats_class_t");
+
+/* The VFS names with '_' for '/', which statistics names may not hold:
+ * relay_pieces, sender_bytes, ... */
+static ucs_stats_class_t *uct_pxn_stats_class_get()
+{
+    static std::string names[kNumCounters];
+    if (uct_pxn_stats_class.counter_names[0] == nullptr) {
+        for (unsigned i = 0; i < kNumCounters; ++i) {
+            names[i] = kCounterNames[i];
+            std::replace(names[i].begin(), names[i].end(), '/', '_');
+            uct_pxn_stats_class.counter_names[i] = names[i].c_str();
+        }
+    }
+    return reinterpret_cast<ucs_stats_class_t*>(&uct_pxn_stats_class);
+}
+#endif
+
+/* Control path: the control file's counters into the statistics node. */
+static void uct_pxn_iface_stats_update(uct_pxn_iface_t *iface)
+{
+#ifdef ENABLE_STATS
+    if (iface->stats == nullptr) {
+        return;
+    }
+    pxn::abi::ProcessCounters &c              = iface->hub->counters();
+    const uint64_t *const values[kNumCounters] = UCT_PXN_COUNTERS(c);
+    for (unsigned i = 0; i < kNumCounters; ++i) {
+        UCS_STATS_SET_COUNTER(iface->stats, i, pxn::abi::load_relaxed(*values[i]));
+    }
+#endif
+}
+
 static unsigned uct_pxn_iface_progress(uct_iface_h tl_iface) noexcept
 {
     uct_pxn_iface_t *iface = ucs_derived_of(tl_iface, uct_pxn_iface_t);
     unsigned work          = iface->hub->progress();
+#ifdef ENABLE_STATS
+    if ((iface->stats != nullptr) && (ucs_get_time() > iface->stats_next)) {
+        iface->stats_next = ucs_get_time() + ucs_time_from_msec(100);
+        uct_pxn_iface_stats_update(iface);
+    }
+#endif
 
     std::vector<std::pair<uct_ep_h, ucs_status_t>> failed;
     for (pxn::uct::Ep *ep : *iface->eps) {
@@ -246,32 +320,12 @@ static ucs_status_t uct_pxn_iface_estimate_perf(uct_iface_h tl_iface,
  * existing files are kept (UCS_ERR_ALREADY_EXISTS). */
 static void uct_pxn_iface_vfs_refresh(uct_iface_h tl_iface) noexcept
 {
-    Hub *hub                     = hub_of(tl_iface);
-    pxn::abi::ProcessCounters &c = hub->counters();
-    const struct {
-        uint64_t   *value;
-        const char *name;
-    } counters[] = {
-        {&c.relay.pieces, "relay/pieces"},
-        {&c.relay.bytes, "relay/bytes"},
-        {&c.relay.failed_pieces, "relay/failed_pieces"},
-        {&c.relay.rejected, "relay/rejected_descriptors"},
-        {&c.relay.routes, "relay/routes"},
-        {&c.relay.route_errors, "relay/route_errors"},
-        {&c.relay.lane_resets, "relay/lane_resets"},
-        {&c.relay.inflight, "relay/inflight"},
-        {&c.sender.pieces, "sender/pieces"},
-        {&c.sender.bytes, "sender/bytes"},
-        {&c.sender.credit_stalls, "sender/credit_stalls"},
-        {&c.sender.failed_ops, "sender/failed_ops"},
-        {&c.sender.fallback_ops, "sender/fallback_ops"},
-        {&c.sender.fallback_bytes, "sender/fallback_bytes"},
-        {&c.sender.lanes, "sender/lanes"},
-        {&c.sender.gather_pieces, "sender/gather_pieces"},
-    };
-    for (const auto &counter : counters) {
-        ucs_vfs_obj_add_ro_file(tl_iface, ucs_vfs_show_primitive, counter.value,
-                                UCS_VFS_TYPE_ULONG, "pxn/%s", counter.name);
+    Hub *hub                                = hub_of(tl_iface);
+    pxn::abi::ProcessCounters &c            = hub->counters();
+    uint64_t *const values[kNumCounters]    = UCT_PXN_COUNTERS(c);
+    for (unsigned i = 0; i < kNumCounters; ++i) {
+        ucs_vfs_obj_add_ro_file(tl_iface, ucs_vfs_show_primitive, values[i],
+                                UCS_VFS_TYPE_ULONG, "pxn/%s", kCounterNames[i]);
     }
     ucs_vfs_obj_add_ro_file(tl_iface, ucs_vfs_show_primitive,
                             const_cast<char*>(hub->rail().c_str()),
@@ -364,9 +418,11 @@ UCS_CLASS_INIT_FUNC(uct_pxn_iface_t, uct_md_h tl_md, uct_worker_h worker,
         return UCS_ERR_UNSUPPORTED;
     }
 
-    self->hub     = nullptr;
-    self->eps     = nullptr;
-    self->flushes = nullptr;
+    self->hub        = nullptr;
+    self->eps        = nullptr;
+    self->flushes    = nullptr;
+    self->stats_next = 0;
+    UCS_STATS_NODE_RESET(&self->stats);
     try {
         std::unique_ptr<Hub> hub;
         ucs_status_t status = Hub::open(*md->settings, *md->inner,
@@ -381,6 +437,18 @@ UCS_CLASS_INIT_FUNC(uct_pxn_iface_t, uct_md_h tl_md, uct_worker_h worker,
         delete self->eps;
         return UCS_ERR_NO_MEMORY;
     }
+#ifdef ENABLE_STATS
+    /* Without statistics configured at run time the node is NULL. */
+    ucs_status_t status = UCS_STATS_NODE_ALLOC(&self->stats,
+                                               uct_pxn_stats_class_get(),
+                                               self->super.stats, "");
+    if (status != UCS_OK) {
+        delete self->hub;
+        delete self->eps;
+        delete self->flushes;
+        return status;
+    }
+#endif
     return UCS_OK;
 }
 
@@ -388,6 +456,8 @@ UCS_CLASS_CLEANUP_FUNC(uct_pxn_iface_t)
 {
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    uct_pxn_iface_stats_update(self); /* the final values */
+    UCS_STATS_NODE_FREE(self->stats);
     delete self->hub;
     delete self->eps;
     delete self->flushes;

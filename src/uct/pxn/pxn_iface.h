@@ -32,6 +32,11 @@ typedef struct uct_pxn_iface {
     std::vector<pxn::uct::Ep*> *eps;
     /* iface flushes waiting for every ep to be idle */
     std::deque<uct_completion_t*> *flushes;
+    /* pxn's counters as a UCS statistics node "pxn" under the iface's (UCX
+     * built with --enable-stats only): copied from the control file at most
+     * every 100 ms by progress, and when the iface closes. */
+    UCS_STATS_NODE_DECLARE(stats)
+    ucs_time_t                  stats_next;
 } uct_pxn_iface_t;
 
 extern ucs_config_field_t uct_pxn_iface_config_table[];

@@ -1,7 +1,12 @@
 #include "pxn_net.h"
 
+extern "C" {
+#include <ucs/sys/compiler.h> /* UCX's config.h first: ENABLE_STATS */
+}
+
 #include <ucs/async/async_fwd.h>
 #include <ucs/debug/log_def.h>
+#include <ucs/stats/stats_fwd.h>
 
 namespace pxn {
 namespace uct {
@@ -76,6 +81,11 @@ ucs_status_t Net::open(const InnerMd &md, const std::string &tl_name,
     params.err_handler          = net_error_handler;
     params.err_handler_arg      = net.get();
     params.err_handler_flags    = 0;
+#ifdef ENABLE_STATS
+    /* With statistics on, an iface without a parent node fails to open. */
+    params.field_mask          |= UCT_IFACE_PARAM_FIELD_STATS_ROOT;
+    params.stats_root           = ucs_stats_get_root();
+#endif
     status = uct_iface_open(md.md(), net->worker_, &params, config, &net->iface_);
     uct_config_release(config);
     if (status != UCS_OK) {

@@ -24,8 +24,12 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <iterator>
 #include <memory>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <unistd.h>
@@ -524,6 +528,43 @@ TEST_F(PxnUcp, RmaCheckShowsThePxnCountersInUcxVfs)
     EXPECT_NE(std::string::npos, initiator_log_.find("/pxn/rail = ")) << tail(initiator_log_);
     EXPECT_NE(std::string::npos, initiator_log_.find("/pxn/sender/failed_ops = 0"))
             << tail(initiator_log_);
+}
+
+/* The initiator's pxn counters in a UCS statistics dump: a node "pxn"
+ * under each pxn iface, counters named as in the VFS with '_' for '/'. Needs a UCX built with --enable-stats
+ * (contrib/stats.sh builds one and runs this test); skipped otherwise. */
+TEST_F(PxnUcp, RmaCheckWritesThePxnCountersToUcsStats)
+{
+    const auto build = pxn_test::run_program({pxn_test::ucx_prefix() + "/bin/ucx_info",
+                                              "-b"});
+    if (build.output.find("#define ENABLE_STATS") == std::string::npos) {
+        GTEST_SKIP() << "this UCX has no statistics (--enable-stats): "
+                        "bash contrib/stats.sh builds one and runs this test";
+    }
+    pxn_test::TempDir dir("/tmp/pxn-stats-");
+    rma_check_cross_rail(14118, 1, {},
+                         {"UCX_STATS_DEST=file:" + dir.path() + "/stats.%p",
+                          "UCX_STATS_TRIGGER=exit"});
+    uint64_t sent = 0, failed = 1;
+    std::string dumps, node; /* node: the pxn node of the busiest dump */
+    for (const auto &entry : std::filesystem::directory_iterator(dir.path())) {
+        std::ifstream file(entry.path());
+        const std::string text((std::istreambuf_iterator<char>(file)),
+                               std::istreambuf_iterator<char>());
+        dumps += text;
+        std::smatch m;
+        if (std::regex_search(text, m, std::regex("sender_bytes: ([0-9]+)")) &&
+            (std::stoull(m[1]) > sent)) {
+            sent = std::stoull(m[1]);
+            const size_t at = text.rfind("pxn", m.position(0));
+            node = text.substr((at == std::string::npos) ? 0 : at, 600);
+            std::regex_search(text, m, std::regex("sender_failed_ops: ([0-9]+)"));
+            failed = m.empty() ? 1 : std::stoull(m[1]);
+        }
+    }
+    std::cout << "the initiator's pxn statistics node:\n" << node << "\n";
+    EXPECT_GE(sent, 128ull << 20) << dumps.substr(0, 4000);
+    EXPECT_EQ(0u, failed) << dumps.substr(0, 4000);
 }
 
 /* The same with blocks above pxn's max_bcopy (64 KiB): only put/get_zcopy,
