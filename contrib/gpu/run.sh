@@ -2,7 +2,8 @@
 # Runs on the GPU machine, from the repository root, with gpu-carry/ made
 # by contrib/gpu/pack.sh: the GPU test subset, ucx_perftest with CUDA memory
 # through pxn, and the GPU benchmark. Results go to $OUT (or ./gpu-out).
-#   bash contrib/gpu/run.sh [tests|perftest|bench|stage|all]   (or tune)
+#   bash contrib/gpu/run.sh [tests|perftest|bench|stage|all]   (or tune, or
+#   cross: the staging hop between two GPUs)
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -104,6 +105,22 @@ if [ "$what" = all ] || [ "$what" = stage ]; then
         timeout 60 "$c/build/src/tools/ucx_pxn_stage_bench" --slot-size $slot \
             --phases hop 2>&1 | tee "$out/stage-bench-hop-$slot.txt" | grep -E '^ '
     done
+fi
+
+if [ "$what" = cross ]; then
+    [ "$(nvidia-smi -L | wc -l)" -gt 1 ] || { echo "cross: needs 2 GPUs" >&2; exit 1; }
+    section "GPU topology"
+    nvidia-smi topo -m 2>&1 | tee "$out/topology.txt"
+    section "across GPUs: sender on GPU 0, relay's arena on GPU 1"
+    timeout 300 "$c/build/src/tools/ucx_pxn_stage_bench" --sender-gpu 0 \
+        --relay-gpu 1 --phases hop,scatter,latency 2>&1 |
+        tee "$out/stage-bench-gpu0-gpu1.txt"
+    section "the other way, and larger slots: hop only"
+    timeout 60 "$c/build/src/tools/ucx_pxn_stage_bench" --sender-gpu 1 \
+        --relay-gpu 0 --phases hop 2>&1 | tee "$out/stage-bench-gpu1-gpu0.txt"
+    timeout 60 "$c/build/src/tools/ucx_pxn_stage_bench" --sender-gpu 0 \
+        --relay-gpu 1 --slot-size 32M --phases hop 2>&1 |
+        tee "$out/stage-bench-gpu0-gpu1-32M.txt"
 fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then
