@@ -3,7 +3,8 @@
 # by contrib/gpu/pack.sh: the GPU test subset, ucx_perftest with CUDA memory
 # through pxn, and the GPU benchmark. Results go to $OUT (or ./gpu-out).
 #   bash contrib/gpu/run.sh [tests|perftest|bench|stage|all]   (or tune, or
-#   cross: the staging hop between two GPUs)
+#   cross: the staging hop between two GPUs and several senders into one
+#   relay; senders: only the latter)
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -121,6 +122,12 @@ if [ "$what" = cross ]; then
     timeout 60 "$c/build/src/tools/ucx_pxn_stage_bench" --sender-gpu 0 \
         --relay-gpu 1 --slot-size 32M --phases hop 2>&1 |
         tee "$out/stage-bench-gpu0-gpu1-32M.txt"
+fi
+
+if [ "$what" = cross ] || [ "$what" = senders ]; then
+    section "several senders into one relay: UCT puts of GPU memory through pxn"
+    timeout 400 python3 "$top/contrib/gpu/multi_sender.py" \
+        --peer "$c/build/src/tools/ucx_pxn_peer" 2>&1 | tee "$out/multi-sender.txt"
 fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then
