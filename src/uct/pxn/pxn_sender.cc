@@ -43,18 +43,30 @@ bool SendLane::usable() const
     return !failed_ && mapping_->is_healthy();
 }
 
-SendRequest *SendLane::alloc_request()
+SendRequest *SendLane::alloc_request(SendOwner *owner, abi::Op op,
+                                     uint32_t route, uint32_t rkey,
+                                     uint64_t remote_addr,
+                                     uct_completion_t *comp)
 {
+    SendRequest *req;
     if (pool_.empty()) {
         try {
             requests_.emplace_back(new SendRequest());
         } catch (const std::bad_alloc &) {
             return nullptr;
         }
-        return requests_.back().get();
+        req = requests_.back().get();
+    } else {
+        req = pool_.back();
+        pool_.pop_back();
     }
-    SendRequest *req = pool_.back();
-    pool_.pop_back();
+    *req             = SendRequest{};
+    req->comp        = comp;
+    req->owner       = owner;
+    req->op          = op;
+    req->route       = route;
+    req->rkey_index  = rkey;
+    req->remote_addr = remote_addr;
     return req;
 }
 
@@ -93,17 +105,10 @@ ucs_status_t SendLane::post(SendOwner *owner, abi::Op op, uint32_t route,
     if (queue_.size() >= kMaxQueued) {
         return UCS_ERR_NO_RESOURCE;
     }
-    SendRequest *req = alloc_request();
+    SendRequest *req = alloc_request(owner, op, route, rkey, remote_addr, comp);
     if (req == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
-    *req             = SendRequest{};
-    req->comp        = comp;
-    req->owner       = owner;
-    req->op          = op;
-    req->route       = route;
-    req->rkey_index  = rkey;
-    req->remote_addr = remote_addr;
     if (!req->add_iov(iov, iovcnt)) {
         free_request(req);
         return UCS_ERR_INVALID_PARAM;
@@ -128,18 +133,12 @@ ucs_status_t SendLane::get_now(SendOwner *owner, uint32_t route, uint32_t rkey,
          !open_piece(abi::kOpGet, route))) {
         return UCS_ERR_NO_RESOURCE;
     }
-    SendRequest *req = alloc_request();
+    SendRequest *req = alloc_request(owner, abi::kOpGet, route, rkey,
+                                     remote_addr, comp);
     if (req == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
-    *req             = SendRequest{};
-    req->comp        = comp;
-    req->owner       = owner;
-    req->op          = abi::kOpGet;
-    req->route       = route;
-    req->rkey_index  = rkey;
-    req->remote_addr = remote_addr;
-    req->staged      = true;
+    req->staged = true;
     ++rkeys_[rkey].users;
     add_to_piece(req, rkey);
     records_[slot_of(open_seq_, geometry_.slots)].get_dest.push_back(

@@ -203,7 +203,10 @@ private:
     void         quarantine();
     ucs_status_t wait_route_reply(uint32_t route, uint64_t gen);
     ucs_status_t reestablish();
-    SendRequest *alloc_request();
+    /* A request from the pool, its fields reset and these set. */
+    SendRequest *alloc_request(SendOwner *owner, abi::Op op, uint32_t route,
+                               uint32_t rkey, uint64_t remote_addr,
+                               uct_completion_t *comp);
     void         free_request(SendRequest *req);
     void         request_piece_done(SendRequest *req, ucs_status_t status);
     void         finish_request(SendRequest *req);
@@ -302,17 +305,12 @@ ucs_status_t SendLane::put_now(SendOwner *owner, uint32_t route, uint32_t rkey,
     if (*length == 0) {
         return UCS_OK; /* nothing to deliver */
     }
-    SendRequest *req = alloc_request();
+    SendRequest *req = alloc_request(owner, abi::kOpPut, route, rkey,
+                                     remote_addr, nullptr);
     if (req == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
-    *req             = SendRequest{};
-    req->owner       = owner;
-    req->op          = abi::kOpPut;
-    req->route       = route;
-    req->rkey_index  = rkey;
-    req->remote_addr = remote_addr;
-    req->staged      = true;
+    req->staged = true;
     ++rkeys_[rkey].users;
     add_to_piece(req, rkey);
     plans_[nplans_++] = abi::Plan{remote_addr, static_cast<uint32_t>(*length),
