@@ -146,18 +146,24 @@ void text_header(const EntrySnapshot &e, uint64_t now, std::string *out)
     }
     const auto &r = e.counters.relay;
     const auto &s = e.counters.sender;
+    const auto age = [now](uint64_t at) {
+        return (at == 0) ? std::string("never") :
+               strformat("%.3f s ago", (now > at) ? (now - at) / 1e9 : 0.0);
+    };
     *out += strformat("\n  relay:  pieces %" PRIu64 " bytes %" PRIu64
                       " failed_pieces %" PRIu64 " rejected %" PRIu64 " routes %"
                       PRIu64 " route_errors %" PRIu64 " lane_resets %" PRIu64
-                      " inflight %" PRIu64 "\n", r.pieces, r.bytes, r.failed_pieces,
-                      r.rejected, r.routes, r.route_errors, r.lane_resets,
-                      r.inflight);
+                      " inflight %" PRIu64 ", last completion %s\n", r.pieces,
+                      r.bytes, r.failed_pieces, r.rejected, r.routes,
+                      r.route_errors, r.lane_resets, r.inflight,
+                      age(r.last_completion_ns).c_str());
     *out += strformat("  sender: pieces %" PRIu64 " bytes %" PRIu64
                       " credit_stalls %" PRIu64 " failed_ops %" PRIu64
                       " fallback_ops %" PRIu64 " fallback_bytes %" PRIu64
-                      " lanes %" PRIu64 " gather_pieces %" PRIu64 "\n", s.pieces,
-                      s.bytes, s.credit_stalls, s.failed_ops, s.fallback_ops,
-                      s.fallback_bytes, s.lanes, s.gather_pieces);
+                      " lanes %" PRIu64 " gather_pieces %" PRIu64
+                      ", last completion %s\n", s.pieces, s.bytes, s.credit_stalls,
+                      s.failed_ops, s.fallback_ops, s.fallback_bytes, s.lanes,
+                      s.gather_pieces, age(s.last_completion_ns).c_str());
 }
 
 void text_entry(const EntrySnapshot &e, uint64_t now, std::string *out)
@@ -262,6 +268,16 @@ private:
     bool        comma_ = false;
 };
 
+/* "last_completion_age_ns": null when none yet. */
+void completion_age(Json &j, uint64_t now, uint64_t at)
+{
+    if (at == 0) {
+        j.raw("last_completion_age_ns", "null");
+    } else {
+        j.num("last_completion_age_ns", (now > at) ? now - at : 0);
+    }
+}
+
 void json_entry(const EntrySnapshot &e, uint64_t now, Json &j)
 {
     j.begin('{').str("file", e.name).str("kind", e.kind).boolean("read", e.read());
@@ -319,12 +335,15 @@ void json_entry(const EntrySnapshot &e, uint64_t now, Json &j)
      .num("bytes", r.bytes).num("failed_pieces", r.failed_pieces)
      .num("rejected", r.rejected).num("routes", r.routes)
      .num("route_errors", r.route_errors).num("lane_resets", r.lane_resets)
-     .num("inflight", r.inflight).end('}');
+     .num("inflight", r.inflight);
+    completion_age(j, now, r.last_completion_ns);
+    j.end('}');
     j.begin('{', "sender").num("pieces", s.pieces).num("bytes", s.bytes)
      .num("credit_stalls", s.credit_stalls).num("failed_ops", s.failed_ops)
      .num("fallback_ops", s.fallback_ops).num("fallback_bytes", s.fallback_bytes)
-     .num("lanes", s.lanes).num("gather_pieces", s.gather_pieces)
-     .end('}').end('}');
+     .num("lanes", s.lanes).num("gather_pieces", s.gather_pieces);
+    completion_age(j, now, s.last_completion_ns);
+    j.end('}').end('}');
     j.begin('[', "lanes");
     for (size_t i = 0; i < e.lanes.size(); ++i) {
         const LaneSnapshot &l = e.lanes[i];

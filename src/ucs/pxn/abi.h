@@ -45,7 +45,7 @@ namespace pxn {
 namespace abi {
 
 constexpr uint64_t kMagic      = 0x314e58505843556full; /* "oUCXPXN1" */
-constexpr uint32_t kAbiVersion = 2;
+constexpr uint32_t kAbiVersion = 3;
 constexpr size_t   kCacheLine  = 64;
 constexpr size_t   kNameMax    = 64;  /* NUL-terminated names */
 constexpr size_t   kHandleMax  = 128; /* arena export handle */
@@ -144,6 +144,8 @@ struct alignas(kCacheLine) RelayCounters {
     uint64_t route_errors;
     uint64_t lane_resets;   /* new lane owners acknowledged */
     uint64_t inflight;      /* pieces being forwarded now */
+    uint64_t last_completion_ns; /* CLOCK_MONOTONIC of the last completion
+                                    written; 0: none yet */
 };
 
 struct alignas(kCacheLine) SenderCounters {
@@ -155,6 +157,8 @@ struct alignas(kCacheLine) SenderCounters {
     uint64_t fallback_bytes;
     uint64_t lanes;         /* lanes currently held */
     uint64_t gather_pieces; /* GPU pieces staged by the gather kernel */
+    uint64_t last_completion_ns; /* CLOCK_MONOTONIC of the last completion
+                                    reaped; 0: none yet */
 };
 
 struct ProcessCounters {
@@ -339,7 +343,7 @@ constexpr uint64_t kCountersOffset = 1024;
 static_assert(sizeof(ProcessHeader) <= kCountersOffset, "counters after header");
 static_assert(kCountersOffset + sizeof(ProcessCounters) <= kLaneOffset,
               "counters before lane 0");
-static_assert(sizeof(RelayCounters) == 64 && sizeof(SenderCounters) == 64,
+static_assert(sizeof(RelayCounters) == 128 && sizeof(SenderCounters) == 128,
               "counter blocks ABI");
 
 /* --- access to concurrently used fields -------------------------------- */

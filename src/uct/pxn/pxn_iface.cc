@@ -159,6 +159,8 @@ static int uct_pxn_iface_is_reachable(const uct_iface_h tl_iface,
         &(_c).sender.fallback_ops, &(_c).sender.fallback_bytes, \
         &(_c).sender.lanes, &(_c).sender.gather_pieces}
 static constexpr unsigned kNumCounters = 16;
+/* and, after them, the age of the last completion of each block */
+static constexpr unsigned kNumStats = kNumCounters + 2;
 static const char *const kCounterNames[kNumCounters] = {
     "relay/pieces", "relay/bytes", "relay/failed_pieces",
     "relay/rejected_descriptors", "relay/routes", "relay/route_errors",
@@ -173,8 +175,8 @@ static struct {
     const char *name;
     unsigned    num_counters;
     unsigned    class_id;
-    const char *counter_names[kNumCounters];
-} uct_pxn_stats_class = {"pxn", kNumCounters,
+    const char *counter_names[kNumStats];
+} uct_pxn_stats_class = {"pxn", kNumStats,
                           static_cast<unsigned>(UCS_STATS_CLASS_ID_INVALID), {}};
 static_assert(offsetof(decltype(uct_pxn_stats_class), counter_names) ==
               offsetof(ucs_stats_class_t, counter_names),
@@ -191,6 +193,10 @@ static ucs_stats_class_t *uct_pxn_stats_class_get()
             std::replace(names[i].begin(), names[i].end(), '/', '_');
             uct_pxn_stats_class.counter_names[i] = names[i].c_str();
         }
+        uct_pxn_stats_class.counter_names[kNumCounters] =
+                "relay_last_completion_age_ms";
+        uct_pxn_stats_class.counter_names[kNumCounters + 1] =
+                "sender_last_completion_age_ms";
     }
     return reinterpret_cast<ucs_stats_class_t*>(&uct_pxn_stats_class);
 }
@@ -208,7 +214,28 @@ static void uct_pxn_iface_stats_update(uct_pxn_iface_t *iface)
     for (unsigned i = 0; i < kNumCounters; ++i) {
         UCS_STATS_SET_COUNTER(iface->stats, i, pxn::abi::load_relaxed(*values[i]));
     }
+    const uint64_t now = pxn::monotonic_ns();
+    const uint64_t at[2] = {pxn::abi::load_relaxed(c.relay.last_completion_ns),
+                            pxn::abi::load_relaxed(c.sender.last_completion_ns)};
+    for (unsigned i = 0; i < 2; ++i) { /* 0: none yet */
+        UCS_STATS_SET_COUNTER(iface->stats, kNumCounters + i,
+                              (at[i] == 0) ? 0 : (now - at[i]) / 1000000);
+    }
 #endif
+}
+
+/* VFS: the age of a CLOCK_MONOTONIC stamp (*arg_ptr), or "never". */
+static void uct_pxn_vfs_show_age(void *, ucs_string_buffer_t *strb,
+                                 void *arg_ptr, uint64_t) noexcept
+{
+    const uint64_t at  = pxn::abi::load_relaxed(*static_cast<uint64_t*>(arg_ptr));
+    const uint64_t now = pxn::monotonic_ns();
+    if (at == 0) {
+        ucs_string_buffer_appendf(strb, "never\n");
+    } else {
+        ucs_string_buffer_appendf(strb, "%.3f s\n",
+                                  (now > at) ? (now - at) / 1e9 : 0.0);
+    }
 }
 
 static unsigned uct_pxn_iface_progress(uct_iface_h tl_iface) noexcept
@@ -327,6 +354,12 @@ static void uct_pxn_iface_vfs_refresh(uct_iface_h tl_iface) noexcept
         ucs_vfs_obj_add_ro_file(tl_iface, ucs_vfs_show_primitive, values[i],
                                 UCS_VFS_TYPE_ULONG, "pxn/%s", kCounterNames[i]);
     }
+    ucs_vfs_obj_add_ro_file(tl_iface, uct_pxn_vfs_show_age,
+                            &c.relay.last_completion_ns, 0,
+                            "pxn/relay/last_completion_age");
+    ucs_vfs_obj_add_ro_file(tl_iface, uct_pxn_vfs_show_age,
+                            &c.sender.last_completion_ns, 0,
+                            "pxn/sender/last_completion_age");
     ucs_vfs_obj_add_ro_file(tl_iface, ucs_vfs_show_primitive,
                             const_cast<char*>(hub->rail().c_str()),
                             UCS_VFS_TYPE_STRING, "pxn/rail");

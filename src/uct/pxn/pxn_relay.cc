@@ -409,6 +409,7 @@ void Relay::finish(Piece &piece)
     ucs_status_t status = (piece.status != UCS_OK) ? piece.status :
                                                      piece.comp.status;
     if (piece.epoch == lane.epoch) {
+        abi::store_relaxed(counters_->last_completion_ns, monotonic_ns());
         if (status == UCS_OK) {
             abi::bump(counters_->pieces);
             abi::bump(counters_->bytes, piece.snapshot.header().length);

@@ -392,6 +392,7 @@ unsigned SendLane::reap()
         }
         window_.reap(seq);
         abi::store_release(block_.producer().reaped, seq);
+        abi::store_relaxed(counters_->last_completion_ns, monotonic_ns());
         for (SendRequest *req : record.requests) {
             request_piece_done(req, status);
         }

@@ -528,6 +528,10 @@ TEST_F(PxnUcp, RmaCheckShowsThePxnCountersInUcxVfs)
     EXPECT_NE(std::string::npos, initiator_log_.find("/pxn/rail = ")) << tail(initiator_log_);
     EXPECT_NE(std::string::npos, initiator_log_.find("/pxn/sender/failed_ops = 0"))
             << tail(initiator_log_);
+    /* Its last reaped completion: seconds ago, not "never". */
+    EXPECT_TRUE(std::regex_search(initiator_log_, std::regex(
+            "/pxn/sender/last_completion_age = [0-9]+\\.[0-9]{3} s")))
+            << tail(initiator_log_);
 }
 
 /* The initiator's pxn counters in a UCS statistics dump: a node "pxn"
@@ -564,6 +568,8 @@ TEST_F(PxnUcp, RmaCheckWritesThePxnCountersToUcsStats)
     }
     std::cout << "the initiator's pxn statistics node:\n" << node << "\n";
     EXPECT_GE(sent, 128ull << 20) << dumps.substr(0, 4000);
+    EXPECT_NE(std::string::npos, node.find("sender_last_completion_age_ms: "))
+            << node;
     EXPECT_EQ(0u, failed) << dumps.substr(0, 4000);
 }
 

@@ -23,7 +23,7 @@ namespace abi = pxn::abi;
 TEST(AbiLayout, ConstantsArePinned)
 {
     EXPECT_EQ(0, std::memcmp(&abi::kMagic, "oUCXPXN1", 8));
-    EXPECT_EQ(2u, abi::kAbiVersion);
+    EXPECT_EQ(3u, abi::kAbiVersion);
     EXPECT_EQ(1u, abi::kLaneKeepRoutes);
     EXPECT_EQ(64u, abi::kCacheLine);
     EXPECT_EQ(64u, abi::kNameMax);
@@ -90,11 +90,13 @@ TEST(AbiLayout, ProcessHeader)
 TEST(AbiLayout, CountersSitBetweenHeaderAndLanes)
 {
     EXPECT_EQ(1024u, abi::kCountersOffset);
-    EXPECT_EQ(64u, sizeof(abi::RelayCounters));
-    EXPECT_EQ(64u, sizeof(abi::SenderCounters));
-    EXPECT_EQ(128u, sizeof(abi::ProcessCounters));
+    EXPECT_EQ(128u, sizeof(abi::RelayCounters));
+    EXPECT_EQ(128u, sizeof(abi::SenderCounters));
+    EXPECT_EQ(256u, sizeof(abi::ProcessCounters));
     EXPECT_EQ(0u, offsetof(abi::ProcessCounters, relay));
-    EXPECT_EQ(64u, offsetof(abi::ProcessCounters, sender));
+    EXPECT_EQ(128u, offsetof(abi::ProcessCounters, sender));
+    EXPECT_EQ(64u, offsetof(abi::RelayCounters, last_completion_ns));
+    EXPECT_EQ(64u, offsetof(abi::SenderCounters, last_completion_ns));
     EXPECT_EQ(0u, offsetof(abi::RelayCounters, pieces));
     EXPECT_EQ(8u, offsetof(abi::RelayCounters, bytes));
     EXPECT_EQ(24u, offsetof(abi::RelayCounters, rejected));

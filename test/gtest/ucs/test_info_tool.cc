@@ -222,6 +222,9 @@ TEST_F(InfoToolTest, ShowsARelayItsCountersAndTheOwnerOfAClaimedLane)
               r.output.find("sender: pieces 0 bytes 0 credit_stalls 4 failed_ops 0 "
                             "fallback_ops 0 fallback_bytes 777 lanes 0"))
             << r.output;
+    EXPECT_NE(std::string::npos,
+              r.output.find("inflight 0, last completion never\n"))
+            << r.output;
     EXPECT_EQ(std::string::npos, r.output.find("problem")) << r.output;
     EXPECT_EQ(std::string::npos, r.output.find("STALE")) << r.output;
 
