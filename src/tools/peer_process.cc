@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
@@ -192,6 +193,23 @@ std::vector<std::string> split(const std::string &line)
         words.push_back(w);
     }
     return words;
+}
+
+bool parse_done(const std::string &line, std::string *status, uint64_t *ops)
+{
+    const std::vector<std::string> words = split(line);
+    if ((words.size() < 4) || (words[0] != "done")) {
+        return false;
+    }
+    std::string s = words[1];
+    for (size_t i = 2; i + 2 < words.size(); ++i) {
+        s += " " + words[i];
+    }
+    *status = s;
+    if (ops != nullptr) {
+        *ops = strtoull(words.back().c_str(), nullptr, 10);
+    }
+    return true;
 }
 
 double process_cpu_seconds(pid_t pid)

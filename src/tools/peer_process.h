@@ -90,6 +90,10 @@ private:
 /* Splits a line at spaces. */
 std::vector<std::string> split(const std::string &line);
 
+/* A peer's answer to put/get, "done <status, maybe several words> <ns>
+ * <ops>" -> status and ops (ops may be nullptr); false for anything else. */
+bool parse_done(const std::string &line, std::string *status, uint64_t *ops);
+
 /* Reads the counters of process `pid` from its registry entry in group
  * `group`; false if it has none. */
 bool read_counters(const std::string &group, pid_t pid,

@@ -8,23 +8,6 @@ namespace pxn_tools {
 
 namespace {
 
-/* "done <status, maybe several words> <ns> <ops>" -> status and ops;
- * false for anything else. */
-bool parse_done(const std::string &line, std::string *status, uint64_t *ops)
-{
-    const std::vector<std::string> words = split(line);
-    if ((words.size() < 4) || (words[0] != "done")) {
-        return false;
-    }
-    std::string s = words[1];
-    for (size_t i = 2; i + 2 < words.size(); ++i) {
-        s += " " + words[i];
-    }
-    *status = s;
-    *ops    = strtoull(words.back().c_str(), nullptr, 10);
-    return true;
-}
-
 std::string buffer_cmd(unsigned id)
 {
     return "buffer " + std::to_string(id);

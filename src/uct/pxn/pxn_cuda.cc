@@ -67,21 +67,11 @@ ucs_status_t CudaDriver::ensure_context(int fallback, int *device) const
             return UCS_OK;
         }
     }
-    CUdevice dev;
-    CUresult result = cuDeviceGet(&dev, fallback);
-    if (result == CUDA_SUCCESS) {
-        result = cuDevicePrimaryCtxRetain(&ctx, dev);
+    ucs_status_t status = use_device(fallback);
+    if (status == UCS_OK) {
+        *device = fallback;
     }
-    if (result == CUDA_SUCCESS) {
-        result = cuCtxSetCurrent(ctx);
-    }
-    if (result != CUDA_SUCCESS) {
-        ucs_error("pxn: cannot make a context of GPU %d current: %s", fallback,
-                  error(result));
-        return UCS_ERR_NO_DEVICE;
-    }
-    *device = dev;
-    return UCS_OK;
+    return status;
 }
 
 ucs_status_t CudaDriver::use_device(int device) const

@@ -192,15 +192,8 @@ protected:
     /* "done <status string> <ns> <ops>" -> status string */
     static std::string status_of(const std::string &done)
     {
-        auto words = split(done);
-        if ((words.size() < 4) || (words[0] != "done")) {
-            return done;
-        }
-        std::string status = words[1];
-        for (size_t i = 2; i + 2 < words.size(); ++i) {
-            status += " " + words[i];
-        }
-        return status;
+        std::string status;
+        return pxn_tools::parse_done(done, &status, nullptr) ? status : done;
     }
 
     std::string put(PeerProcess *sender, const Target &t, size_t bytes,

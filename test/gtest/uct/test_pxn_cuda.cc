@@ -123,15 +123,8 @@ protected:
 
     static std::string status_of(const std::string &done)
     {
-        auto words = split(done);
-        if ((words.size() < 4) || (words[0] != "done")) {
-            return done;
-        }
-        std::string status = words[1];
-        for (size_t i = 2; i + 2 < words.size(); ++i) {
-            status += " " + words[i];
-        }
-        return status;
+        std::string status;
+        return pxn_tools::parse_done(done, &status, nullptr) ? status : done;
     }
 
     std::string move(PeerProcess *s, const std::string &op, const Target &t,
