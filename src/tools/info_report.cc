@@ -85,7 +85,7 @@ void text_lanes(const EntrySnapshot &e, std::string *out)
     *out += strformat("  %4s %-8s %-18s %-16s %-5s %8s %8s %8s %8s %9s %7s %6s %5s\n",
                       "lane", "state", "owner", "lane_epoch", "acked", "head",
                       "doorbell", "reaped", "consumed", "completed", "credit",
-                      "routes", "rkeys");
+                      "reqs", "rkeys");
     for (size_t i = 0; i < e.lanes.size(); ++i) {
         size_t last = i; /* never-claimed lanes: one line for a run */
         while ((last < e.lanes.size()) && pristine(e.lanes[last])) {
@@ -152,9 +152,10 @@ void text_header(const EntrySnapshot &e, uint64_t now, std::string *out)
     };
     *out += strformat("\n  relay:  pieces %" PRIu64 " bytes %" PRIu64
                       " failed_pieces %" PRIu64 " rejected %" PRIu64 " routes %"
-                      PRIu64 " route_errors %" PRIu64 " lane_resets %" PRIu64
-                      " inflight %" PRIu64 ", last completion %s\n", r.pieces,
-                      r.bytes, r.failed_pieces, r.rejected, r.routes,
+                      PRIu64 " (%" PRIu64 " active) route_errors %" PRIu64
+                      " lane_resets %" PRIu64 " inflight %" PRIu64
+                      ", last completion %s\n", r.pieces, r.bytes,
+                      r.failed_pieces, r.rejected, r.routes, r.routes_active,
                       r.route_errors, r.lane_resets, r.inflight,
                       age(r.last_completion_ns).c_str());
     *out += strformat("  sender: pieces %" PRIu64 " bytes %" PRIu64
@@ -334,6 +335,7 @@ void json_entry(const EntrySnapshot &e, uint64_t now, Json &j)
     j.begin('{', "counters").begin('{', "relay").num("pieces", r.pieces)
      .num("bytes", r.bytes).num("failed_pieces", r.failed_pieces)
      .num("rejected", r.rejected).num("routes", r.routes)
+     .num("routes_active", r.routes_active)
      .num("route_errors", r.route_errors).num("lane_resets", r.lane_resets)
      .num("inflight", r.inflight);
     completion_age(j, now, r.last_completion_ns);
@@ -364,7 +366,7 @@ void json_entry(const EntrySnapshot &e, uint64_t now, Json &j)
          .num("head", l.head).num("doorbell", l.doorbell).num("reaped", l.reaped)
          .num("consumed", l.consumed).num("completed", l.completed)
          .num("credit_in_use", credit).boolean("credit_garbage", garbage)
-         .num("routes_in_use", l.routes).num("rkeys_in_use", l.rkeys).end('}');
+         .num("route_requests_pending", l.routes).num("rkeys_in_use", l.rkeys).end('}');
     }
     j.end(']').end('}');
 }

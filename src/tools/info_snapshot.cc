@@ -134,8 +134,9 @@ void read_lane(const LaneBlock &lane, LaneSnapshot *v)
     v->consumed    = load_acquire(lane.consumer().consumed);
     v->completed   = load_acquire(lane.consumer().completed);
     v->acked_epoch = load_acquire(lane.consumer().lane_epoch);
-    for (uint32_t r = 0; r < abi::kMaxRoutes; ++r) {
-        v->routes += (load_relaxed(lane.route(r).request.request_gen) != 0);
+    for (uint32_t r = 0; r < abi::kRouteMailboxes; ++r) {
+        v->routes += (load_relaxed(lane.route(r).request.request_gen) !=
+                      load_relaxed(lane.route(r).reply.reply_gen));
     }
     for (uint32_t k = 0; k < abi::kMaxRkeys; ++k) {
         v->rkeys += (load_relaxed(lane.rkey(k).gen) != 0);

@@ -44,7 +44,8 @@ struct LaneSnapshot {
     bool        owner_torn = false;
     uint64_t    head = 0, doorbell = 0, reaped = 0;
     uint64_t    consumed = 0, completed = 0, acked_epoch = 0;
-    uint32_t    routes = 0, rkeys = 0;      /* request_gen / gen != 0 */
+    uint32_t    routes = 0;                 /* route requests not answered */
+    uint32_t    rkeys  = 0;                 /* gen != 0 */
     std::string owner_liveness;             /* claimed lanes only */
 };
 

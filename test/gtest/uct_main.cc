@@ -2,6 +2,7 @@
  * gtest entry point. The pxn module is loaded by UCX from its module
  * directory, not from the build tree: refuse to run against a stale install.
  */
+#include <apps/locate.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -18,13 +19,13 @@ static std::string read_file(const std::string &path)
 
 int main(int argc, char **argv)
 {
-    /* $PXN_BUILD_DIR / $PXN_MODULE_INSTALLED: a copy of the build run
-     * elsewhere (the GPU machine). */
-    const char *build_env  = getenv("PXN_BUILD_DIR");
+    /* $PXN_MODULE_INSTALLED: a copy of the build run elsewhere (the GPU
+     * machine). */
     const char *module_env = getenv("PXN_MODULE_INSTALLED");
-    const std::string built = std::string(build_env ? build_env : PXN_BUILD_DIR) +
-                              "/.libs/libuct_pxn.so.0.0.0";
-    const std::string installed = module_env ? module_env : PXN_MODULE_INSTALLED;
+    const std::string built = pxn_tools::build_dir() + "/.libs/libuct_pxn.so.0.0.0";
+    const std::string installed = module_env ? module_env :
+                                  pxn_tools::make_var("UCX_MODULEDIR") +
+                                  "/libuct_pxn.so.0";
     const std::string a = read_file(built), b = read_file(installed);
     if (a.empty() || (a != b)) {
         fprintf(stderr,

@@ -25,7 +25,7 @@
  *
  * Lane block layout (offsets from the lane's start, all 64-byte aligned):
  *   LaneHeader                         sizeof(LaneHeader)
- *   RouteEntry  routes[kMaxRoutes]
+ *   RouteEntry  routes[kRouteMailboxes]   (route mailboxes)
  *   RkeyEntry   rkeys[kMaxRkeys]
  *   Completion  completions[slots]     (rounded up to 64 bytes)
  *   descriptors[slots], each desc_stride = align64(sizeof(DescriptorHeader)
@@ -45,12 +45,12 @@ namespace pxn {
 namespace abi {
 
 constexpr uint64_t kMagic      = 0x314e58505843556full; /* "oUCXPXN1" */
-constexpr uint32_t kAbiVersion = 3;
+constexpr uint32_t kAbiVersion = 4;
 constexpr size_t   kCacheLine  = 64;
 constexpr size_t   kNameMax    = 64;  /* NUL-terminated names */
 constexpr size_t   kHandleMax  = 128; /* arena export handle */
 constexpr size_t   kTlNameMax  = 32;
-constexpr uint32_t kMaxRoutes  = 32;  /* per lane */
+constexpr uint32_t kRouteMailboxes = 16; /* route requests in flight per lane */
 constexpr uint32_t kMaxRkeys   = 64;  /* per lane */
 constexpr size_t   kRkeyMax    = 240; /* packed inner rkey */
 constexpr size_t   kDevAddrMax = 64;
@@ -85,9 +85,11 @@ enum Op : uint32_t {
     kOpGet = 2  /* target memory -> slot */
 };
 
-enum RouteFlags : uint32_t {
-    kRouteConnectToIface = 1u << 0, /* relay creates its ep from dev+iface */
-    kRouteConnectToEp    = 1u << 1  /* ep-to-ep: addresses exchanged */
+enum RouteKind : uint32_t {
+    kRouteToIface   = 1, /* a route to the target at dev + iface address */
+    kRouteCreateEp  = 2, /* ep-to-ep, first round: an unconnected relay ep */
+    kRouteConnectEp = 3, /* ep-to-ep, second round: connect it to dev + ep */
+    kRouteRelease   = 4  /* the lane no longer uses `route` */
 };
 
 /*
@@ -130,10 +132,11 @@ struct alignas(kCacheLine) ProcessHeader {
 };
 
 /*
- * Counters of one pxn iface, at kCountersOffset of its control file, for
- * inspection tools and tests. Each block has one writer (relay block: the
- * engine thread; sender block: the application thread), relaxed stores;
- * readers get each value atomically, not a consistent set.
+ * Counters of one relay process, at kCountersOffset of its control file,
+ * for inspection tools and tests. The relay block has one writer (the
+ * engine thread, relaxed stores); the sender block holds the process's
+ * sender counters, added to atomically by its lanes (every worker).
+ * Readers get each value atomically, not a consistent set.
  */
 struct alignas(kCacheLine) RelayCounters {
     uint64_t pieces;        /* forwarded successfully */
@@ -146,6 +149,7 @@ struct alignas(kCacheLine) RelayCounters {
     uint64_t inflight;      /* pieces being forwarded now */
     uint64_t last_completion_ns; /* CLOCK_MONOTONIC of the last completion
                                     written; 0: none yet */
+    uint64_t routes_active; /* routes (inner eps) held now, all lanes */
 };
 
 struct alignas(kCacheLine) SenderCounters {
@@ -204,22 +208,24 @@ struct alignas(kCacheLine) LaneHeader {
 };
 
 /*
- * Route to one target: the sender writes the request and store-releases
- * request_gen; the relay answers in the reply block and store-releases
- * reply_gen = request_gen. CONNECT_TO_EP takes two rounds: the first
- * request (ep_addr_len == 0) makes the relay create its inner ep and reply
- * with its address; the second carries the target's ep address. The
- * first reply's ep_addr holds: u8 n | the relay's inner device address (n
- * bytes) | its inner ep address. A request with flags 0 releases the route
- * (the relay destroys its ep once no piece uses it).
+ * Route mailbox: how a sender asks its relay for routes. Routes belong to
+ * the relay (one table for all its lanes, keyed by target, so that senders
+ * reaching the same target share one inner ep); a lane refers to the
+ * routes it holds by their relay-wide id, in descriptors and requests.
+ * The sender writes a request and store-releases request_gen; the relay
+ * answers in the reply block and store-releases reply_gen = request_gen;
+ * the mailbox is then free again. route_codec.h reads and writes both
+ * sides. The first kRouteCreateEp reply's ep_addr holds: u8 n | the relay's
+ * inner device address (n bytes) | its inner ep address.
  */
 struct alignas(kCacheLine) RouteRequest {
     uint64_t request_gen;
-    uint32_t flags;       /* RouteFlags */
+    uint32_t kind;        /* RouteKind */
+    uint32_t route;       /* kRouteConnectEp, kRouteRelease: the route id */
     uint16_t dev_addr_len;
     uint16_t iface_addr_len;
     uint16_t ep_addr_len;
-    uint16_t reserved0[3];
+    uint16_t reserved0;
     uint8_t  dev_addr[kDevAddrMax];
     uint8_t  iface_addr[kIfaceAddrMax];
     uint8_t  ep_addr[kEpAddrMax];
@@ -229,10 +235,11 @@ struct alignas(kCacheLine) RouteRequest {
 struct alignas(kCacheLine) RouteReply {
     uint64_t reply_gen;
     int32_t  status;      /* ucs_status_t */
+    uint32_t route;       /* the route id granted */
     uint16_t ep_addr_len;
-    uint16_t reserved0;
+    uint16_t reserved0[3];
     uint8_t  ep_addr[kEpAddrMax];
-    uint8_t  reserved1[48];
+    uint8_t  reserved1[40];
 };
 
 struct RouteEntry {
@@ -272,7 +279,7 @@ struct alignas(kCacheLine) DescriptorHeader {
     uint32_t op;         /* Op */
     uint32_t plan_count;
     uint64_t length;     /* sum of plan lengths, <= slot_size */
-    uint32_t route;      /* index into the lane's routes */
+    uint32_t route;      /* relay-wide route id the lane holds */
     uint32_t flags;
     uint8_t  reserved[24];
 };
@@ -292,6 +299,8 @@ static_assert(offsetof(LaneHeader, producer) == 64, "LaneHeader ABI");
 static_assert(offsetof(LaneHeader, consumer) == 128, "LaneHeader ABI");
 static_assert(sizeof(RouteRequest) == 448, "RouteRequest ABI");
 static_assert(sizeof(RouteReply) == 320, "RouteReply ABI");
+static_assert(offsetof(RouteRequest, dev_addr) == 24, "RouteRequest ABI");
+static_assert(offsetof(RouteReply, ep_addr) == 24, "RouteReply ABI");
 static_assert(sizeof(RouteEntry) == 768, "RouteEntry ABI");
 static_assert(sizeof(RkeyEntry) == 256, "RkeyEntry ABI");
 static_assert(sizeof(Completion) == 16, "Completion ABI");
@@ -322,7 +331,7 @@ constexpr LaneLayout lane_layout(uint32_t slots, uint32_t max_plan)
 {
     LaneLayout l{};
     l.routes      = sizeof(LaneHeader);
-    l.rkeys       = l.routes + kMaxRoutes * sizeof(RouteEntry);
+    l.rkeys       = l.routes + kRouteMailboxes * sizeof(RouteEntry);
     l.completions = l.rkeys + kMaxRkeys * sizeof(RkeyEntry);
     l.descriptors = l.completions +
                     align_up(uint64_t(slots) * sizeof(Completion), kCacheLine);

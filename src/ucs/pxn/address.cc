@@ -83,15 +83,20 @@ void DeviceAddress::pack(uint8_t *out) const
 {
     Writer w(out);
     w.write(node_hash);
-    w.write(rail_hash);
+    w.write((rail_hash & kRailHashMask) | (home ? kDeviceHome : 0));
     w.write_bytes(inner);
 }
 
 bool DeviceAddress::unpack(const uint8_t *in, size_t size, DeviceAddress *addr)
 {
     Reader r(in, size);
-    return r.read(&addr->node_hash) && r.read(&addr->rail_hash) &&
-           r.read_bytes(&addr->inner);
+    uint32_t rail;
+    if (!r.read(&addr->node_hash) || !r.read(&rail) || !r.read_bytes(&addr->inner)) {
+        return false;
+    }
+    addr->rail_hash = rail & kRailHashMask;
+    addr->home      = (rail & kDeviceHome) != 0;
+    return true;
 }
 
 size_t EpAddress::packed_size() const

@@ -3,8 +3,11 @@
  * (device 31 bytes, iface 63, ep 255).
  *
  * Device address: identifies the node and rail of a pxn iface, plus the
- *   inner device address of its home device:
- *     u64 node hash | u32 rail hash | u8 len | inner device address
+ *   inner device address of its device:
+ *     u64 node hash | u32 rail | u8 len | inner device address
+ *   rail: the rail hash (31 bits) | bit 31 (kDeviceHome): the device is its
+ *   process's home device, the NIC near its GPU: only such ifaces are
+ *   targets of pxn (a process receives where its GPU is near).
  * Iface address (CONNECT_TO_IFACE inner transports): the inner iface
  *   address: u8 len | inner iface address
  * Ep address (CONNECT_TO_EP inner transports):
@@ -31,18 +34,22 @@ constexpr size_t kMaxDeviceAddress = 31;
 constexpr size_t kMaxIfaceAddress  = 63;
 constexpr size_t kMaxEpAddress     = 255;
 
-/* FNV-1a 64; rails use the low 32 bits. */
+constexpr uint32_t kRailHashMask = 0x7fffffff;
+constexpr uint32_t kDeviceHome    = 0x80000000;
+
+/* FNV-1a 64; rails use the low 31 bits. */
 uint64_t name_hash(const std::string &name);
 inline uint32_t rail_hash(const std::string &rail)
 {
-    return static_cast<uint32_t>(name_hash(rail));
+    return static_cast<uint32_t>(name_hash(rail)) & kRailHashMask;
 }
 
 using Bytes = std::vector<uint8_t>;
 
 struct DeviceAddress {
-    uint64_t node_hash;
-    uint32_t rail_hash;
+    uint64_t node_hash = 0;
+    uint32_t rail_hash = 0;
+    bool     home      = true;
     Bytes    inner;
 
     /* Packed size, or 0 if it would exceed kMaxDeviceAddress. */

@@ -69,10 +69,10 @@ DescReason check_header(const abi::DescriptorHeader &h, uint32_t max_plan,
     if (h.length > lane.slot_size) {
         return DescReason::kTooLong;
     }
-    if (h.route >= abi::kMaxRoutes) {
+    if (h.route >= lane.routes) {
         return DescReason::kRouteOutOfRange;
     }
-    if (!(lane.routes_valid & (uint32_t(1) << h.route))) {
+    if (!lane.route_usable) {
         return DescReason::kRouteInvalid;
     }
     return DescReason::kOk;
@@ -114,13 +114,6 @@ void write_descriptor(abi::DescriptorHeader *desc, uint64_t seq,
                       const abi::Plan *plans, uint32_t count)
 {
     write_descriptor_impl(desc, seq, lane_epoch, op, route, plans, count);
-}
-
-void write_descriptor(abi::DescriptorHeader *desc, uint64_t seq,
-                      uint64_t lane_epoch, abi::Op op, uint32_t route,
-                      const PlannedSegment *segments, uint32_t count)
-{
-    write_descriptor_impl(desc, seq, lane_epoch, op, route, segments, count);
 }
 
 ucs_status_t DescriptorSnapshot::init(uint32_t capacity)
@@ -191,7 +184,7 @@ const char *desc_reason_name(DescReason reason)
     case DescReason::kTooManyPlans:      return "too many plans";
     case DescReason::kTooLong:           return "length exceeds slot size";
     case DescReason::kRouteOutOfRange:   return "route out of range";
-    case DescReason::kRouteInvalid:      return "route not connected";
+    case DescReason::kRouteInvalid:      return "route not usable";
     case DescReason::kEmptyPlan:         return "empty plan";
     case DescReason::kRkeyOutOfRange:    return "rkey index out of range";
     case DescReason::kRkeyInvalid:       return "rkey not available";

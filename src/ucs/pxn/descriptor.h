@@ -23,7 +23,7 @@
  *   op in {PUT, GET}; flags == 0 and reserved bytes == 0 (room for later
  *   ABI versions, which a v1 relay refuses rather than misreads);
  *   1 <= plan_count <= min(max_plan, snapshot capacity);
- *   length <= slot_size; route < kMaxRoutes and connected;
+ *   length <= slot_size; route < routes and usable by the lane;
  *   every plan: length > 0, rkey_index < kMaxRkeys and unpacked,
  *   remote_addr + length <= 2^64 - 1 (no wrap), running sum <= length;
  *   sum of plan lengths == length.
@@ -39,7 +39,6 @@
 #define PXN_DESCRIPTOR_H_
 
 #include "abi.h"
-#include "planner.h"
 #include "seq.h"
 
 #include <ucs/type/status.h>
@@ -85,10 +84,6 @@ inline const abi::Plan *plans_of(const abi::DescriptorHeader *desc)
 void write_descriptor(abi::DescriptorHeader *desc, uint64_t seq,
                       uint64_t lane_epoch, abi::Op op, uint32_t route,
                       const abi::Plan *plans, uint32_t count);
-/* The same from the planner's output (remote address, length, rkey). */
-void write_descriptor(abi::DescriptorHeader *desc, uint64_t seq,
-                      uint64_t lane_epoch, abi::Op op, uint32_t route,
-                      const PlannedSegment *segments, uint32_t count);
 
 /* --- relay: snapshot and validation ------------------------------------- */
 class DescriptorSnapshot {
@@ -120,10 +115,12 @@ struct LaneCheck {
     uint64_t lane_epoch;   /* LaneOwner::lane_epoch read at claim time */
     uint64_t slot_size;
     uint32_t max_plan;
-    uint32_t routes_valid; /* bit r: route r has a connected inner ep */
+    uint32_t routes;       /* route ids are below this (the relay's table) */
+    bool     route_usable; /* the descriptor's route: held by this lane and
+                              connected (the relay's verdict, computed from
+                              the same snapshot) */
     uint64_t rkeys_valid;  /* bit k: rkey k is unpacked and current */
 };
-static_assert(abi::kMaxRoutes <= 32, "routes_valid has 32 bits");
 static_assert(abi::kMaxRkeys <= 64, "rkeys_valid has 64 bits");
 
 enum class DescReason : uint8_t {
@@ -136,8 +133,8 @@ enum class DescReason : uint8_t {
     kNoPlans,           /* plan_count == 0 */
     kTooManyPlans,      /* plan_count > max_plan */
     kTooLong,           /* length > slot_size */
-    kRouteOutOfRange,   /* route >= kMaxRoutes */
-    kRouteInvalid,      /* route not connected */
+    kRouteOutOfRange,   /* route >= the relay's route capacity */
+    kRouteInvalid,      /* route not held by the lane, or not connected */
     kEmptyPlan,         /* a plan of length 0 */
     kRkeyOutOfRange,    /* rkey_index >= kMaxRkeys */
     kRkeyInvalid,       /* rkey not unpacked / stale */

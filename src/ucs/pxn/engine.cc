@@ -17,16 +17,17 @@ ucs_status_t Engine::start(EngineClient *client, const Options &options)
     options_ = options;
     stop_    = false;
     stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (stop_fd_ < 0) {
+    wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if ((stop_fd_ < 0) || (wake_fd_ < 0)) {
         ucs_error("pxn: eventfd failed: %m");
+        close_fds();
         return UCS_ERR_IO_ERROR;
     }
     try {
         thread_ = std::thread(&Engine::loop, this);
     } catch (const std::exception &e) {
         ucs_error("pxn: failed to start the engine thread: %s", e.what());
-        close(stop_fd_);
-        stop_fd_ = -1;
+        close_fds();
         return UCS_ERR_NO_RESOURCE;
     }
     return UCS_OK;
@@ -44,8 +45,25 @@ void Engine::stop()
          * thread at its next wakeup. */
     }
     thread_.join();
-    close(stop_fd_);
-    stop_fd_ = -1;
+    close_fds();
+}
+
+void Engine::close_fds()
+{
+    for (int *fd : {&stop_fd_, &wake_fd_}) {
+        if (*fd >= 0) {
+            close(*fd);
+            *fd = -1;
+        }
+    }
+}
+
+void Engine::wake()
+{
+    uint64_t one = 1;
+    if ((wake_fd_ >= 0) && (write(wake_fd_, &one, sizeof(one)) < 0)) {
+        /* EAGAIN: the counter is full, a wakeup is pending anyway. */
+    }
 }
 
 void Engine::loop()
@@ -72,12 +90,17 @@ void Engine::loop()
         }
         fds.clear();
         fds.push_back({stop_fd_, POLLIN, 0});
+        fds.push_back({wake_fd_, POLLIN, 0});
         for (int fd : client_->wait_fds()) {
             fds.push_back({fd, POLLIN, 0});
         }
         const int ready = poll(fds.data(), fds.size(), options_.sleep_ms);
         if ((ready < 0) && (errno != EINTR)) {
             ucs_warn("pxn: engine poll failed: %m");
+        }
+        uint64_t drained;
+        if (read(wake_fd_, &drained, sizeof(drained)) < 0) {
+            /* EAGAIN: no wake() since the last sleep */
         }
         client_->woke();
         if (ready == 0) {

@@ -54,15 +54,19 @@ public:
     ucs_status_t start(EngineClient *client, const Options &options);
     /* Joins the thread; the client is not called after stop() returns. */
     void stop();
+    /* Ends a sleep early: the client's work() runs again soon. Any thread. */
+    void wake();
     bool running() const { return thread_.joinable(); }
 
 private:
     void loop();
+    void close_fds();
 
     EngineClient     *client_ = nullptr;
     Options           options_;
     std::atomic<bool> stop_{false};
     int               stop_fd_ = -1; /* eventfd: interrupts poll() on stop */
+    int               wake_fd_ = -1; /* eventfd: wake() */
     std::thread       thread_;
 };
 

@@ -62,7 +62,7 @@ ucs_status_t reset_lane(const LaneBlock &lane, const ProcessIdentity &sender,
         store_relaxed(lane.completion(slot).seq, uint64_t(0));
         store_relaxed(lane.descriptor(slot).seq, uint64_t(0));
     }
-    for (uint32_t i = 0; (i < abi::kMaxRoutes) && !keep_routes; ++i) {
+    for (uint32_t i = 0; (i < abi::kRouteMailboxes) && !keep_routes; ++i) {
         store_relaxed(lane.route(i).request.request_gen, uint64_t(0));
         store_relaxed(lane.route(i).reply.reply_gen, uint64_t(0));
     }

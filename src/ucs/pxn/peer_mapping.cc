@@ -47,10 +47,11 @@ bool PeerMapping::is_healthy() const
 }
 
 ucs_status_t PeerMapping::claim_lane(const ProcessIdentity &sender,
-                                     LaneClaim *claim, uint64_t initial_seq)
+                                     LaneClaim *claim, uint64_t initial_seq,
+                                     Registry::LockWait wait)
 {
     Registry::Lock lock(registry_);
-    ucs_status_t   status = lock.acquire();
+    ucs_status_t   status = lock.acquire(wait);
     if (status != UCS_OK) {
         return status;
     }
@@ -74,10 +75,10 @@ ucs_status_t PeerMapping::claim_lane(const ProcessIdentity &sender,
 
 ucs_status_t PeerMapping::renew_lane(const ProcessIdentity &sender, uint32_t index,
                                      LaneClaim *claim, uint64_t initial_seq,
-                                     bool keep_routes)
+                                     bool keep_routes, Registry::LockWait wait)
 {
     Registry::Lock     lock(registry_);
-    const ucs_status_t status = lock.acquire();
+    const ucs_status_t status = lock.acquire(wait);
     if (status != UCS_OK) {
         return status;
     }
@@ -86,10 +87,10 @@ ucs_status_t PeerMapping::renew_lane(const ProcessIdentity &sender, uint32_t ind
 }
 
 ucs_status_t PeerMapping::release_lane(const ProcessIdentity &sender,
-                                       uint32_t index)
+                                       uint32_t index, Registry::LockWait wait)
 {
     Registry::Lock lock(registry_);
-    ucs_status_t   status = lock.acquire();
+    ucs_status_t   status = lock.acquire(wait);
     if (status != UCS_OK) {
         return status;
     }

@@ -54,12 +54,17 @@ public:
     /* index < lanes(), unchecked. */
     LaneBlock lane(uint32_t index) const { return view_.lane(index); }
 
+    /* With LockWait::kTry, UCS_ERR_BUSY while another holds the registry
+     * lock: try again later. */
     ucs_status_t claim_lane(const ProcessIdentity &sender, LaneClaim *claim,
-                            uint64_t initial_seq = 0);
+                            uint64_t initial_seq = 0,
+                            Registry::LockWait wait = Registry::LockWait::kBounded);
     ucs_status_t renew_lane(const ProcessIdentity &sender, uint32_t index,
                             LaneClaim *claim, uint64_t initial_seq = 0,
-                            bool keep_routes = false);
-    ucs_status_t release_lane(const ProcessIdentity &sender, uint32_t index);
+                            bool keep_routes = false,
+                            Registry::LockWait wait = Registry::LockWait::kBounded);
+    ucs_status_t release_lane(const ProcessIdentity &sender, uint32_t index,
+                              Registry::LockWait wait = Registry::LockWait::kBounded);
 
     /* Opens the relay's host arena file (kArenaHostShm only; its handle must
      * name exactly p<pid>-<epoch>.arena), checked to be a regular file of

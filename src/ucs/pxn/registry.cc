@@ -80,7 +80,7 @@ bool geometry_is_sane(const Geometry &g)
 } // namespace
 
 Registry::Lock::Lock(Registry *registry) :
-    registry_(registry), guard_(registry->lock_mutex_)
+    registry_(registry), guard_(registry->lock_mutex_, std::defer_lock)
 {
 }
 
@@ -91,8 +91,15 @@ Registry::Lock::~Lock()
     }
 }
 
-ucs_status_t Registry::Lock::acquire()
+ucs_status_t Registry::Lock::acquire(LockWait wait)
 {
+    if (wait == LockWait::kTry) {
+        if (!guard_.try_lock()) {
+            return UCS_ERR_BUSY;
+        }
+    } else {
+        guard_.lock();
+    }
     /* Non-blocking attempts with a growing pause: a peer stopped (SIGSTOP,
      * debugger) while holding the lock must not hang this process. */
     const uint64_t deadline = monotonic_ns() + uint64_t(kLockTimeoutSec * 1e9);
@@ -106,6 +113,9 @@ ucs_status_t Registry::Lock::acquire()
             ucs_error("pxn: flock of %s/%s failed: %m", registry_->path_.c_str(),
                       kLockName);
             return UCS_ERR_IO_ERROR;
+        }
+        if ((wait == LockWait::kTry) && (errno == EWOULDBLOCK)) {
+            return UCS_ERR_BUSY;
         }
         if (monotonic_ns() > deadline) {
             ucs_warn("pxn: %s/%s is held by another process for more than %.0f "
@@ -591,6 +601,12 @@ void Registry::cleanup_locked(CleanupStats *stats)
             stats->files_removed += remove_entry_files(stem.first, "");
         }
     }
+}
+
+unsigned Registry::free_dead_lanes(const ControlView &view, LockWait wait)
+{
+    Lock lock(this);
+    return (lock.acquire(wait) == UCS_OK) ? free_dead_lanes_locked(view) : 0;
 }
 
 } // namespace pxn

@@ -42,6 +42,7 @@
 #define PXN_REGISTRY_H_
 
 #include "abi.h"
+#include "control_file.h"
 #include "identity.h"
 #include "os_resource.h"
 #include "settings.h"
@@ -97,6 +98,12 @@ struct CleanupStats {
 
 class Registry {
 public:
+    /* How a caller waits for the directory lock: bounded (kLockTimeoutSec,
+     * sleeping between attempts: control paths that may wait), or not at
+     * all (UCS_ERR_BUSY when another thread or process holds it: progress
+     * functions, which try again later). */
+    enum class LockWait { kBounded, kTry };
+
     /* Opens (creating when missing) <base_dir>/ucx-pxn-<euid>-<group>/ for
      * settings.group, settings.geometry, settings.heartbeat_timeout and the
      * node id (settings.node_id, else the boot id), then runs cleanup().
@@ -145,6 +152,10 @@ public:
     /* Removes dead entries and frees dead senders' lanes (see above). */
     ucs_status_t cleanup(CleanupStats *stats = nullptr);
 
+    /* Frees the lanes of `view` (a relay's own control file) whose owner is
+     * dead; returns how many (0 when the lock was not taken). */
+    unsigned free_dead_lanes(const ControlView &view, LockWait wait);
+
 private:
     friend class RegistryEntry;
     friend class PeerMapping;
@@ -156,8 +167,8 @@ private:
         ~Lock();
         Lock(const Lock&) = delete;
         Lock &operator=(const Lock&) = delete;
-        /* Bounded wait; logs a timeout. */
-        ucs_status_t acquire();
+        /* kBounded logs a timeout; kTry returns UCS_ERR_BUSY silently. */
+        ucs_status_t acquire(LockWait wait = LockWait::kBounded);
 
     private:
         Registry                    *registry_;

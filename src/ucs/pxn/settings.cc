@@ -97,6 +97,9 @@ ucs_status_t validate(const Settings &s, std::string *error)
         return out_of_range(error, "INFLIGHT_DEPTH", s.inflight_depth,
                             "must be 1..64");
     }
+    if ((s.routes < 1) || (s.routes > kMaxRoutes)) {
+        return out_of_range(error, "ROUTES", s.routes, "must be 1..65536");
+    }
     if ((s.gather_ctas < 1) || (s.gather_ctas > kMaxGatherCtas)) {
         return out_of_range(error, "GATHER_CTAS", s.gather_ctas,
                             "must be 1..1024");

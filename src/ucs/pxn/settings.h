@@ -41,6 +41,7 @@ constexpr uint64_t kMinSlotSize      = 4096;
 constexpr uint64_t kMaxSlotSize      = 1ull << 30;
 constexpr uint32_t kMaxPlan          = 65536;
 constexpr uint32_t kMaxInflightDepth = 64;
+constexpr uint32_t kMaxRoutes        = 65536;
 constexpr uint32_t kMaxGatherCtas    = 1024;
 constexpr uint64_t kMaxArenaSize     = 64ull << 30;
 constexpr size_t   kMaxGroupLength   = 64;
@@ -82,6 +83,7 @@ struct Settings {
     uint32_t                 gather_ctas   = 32;   /* gather kernel grid bound */
     Geometry                 geometry;
     uint32_t                 inflight_depth    = 4;
+    uint32_t                 routes            = 1024; /* relay's route table */
     double                   credit_timeout    = 1.0; /* seconds */
     double                   heartbeat_timeout = 3.0; /* seconds */
     uint64_t                 relay_slice       = 0;   /* 0: inner limits only */

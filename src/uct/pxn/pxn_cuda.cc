@@ -2,6 +2,10 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
 #ifdef PXN_HAVE_CUDA
 #include <dlfcn.h>
 #include <mutex>
@@ -57,34 +61,28 @@ const CudaDriver *CudaDriver::get()
     return driver;
 }
 
-ucs_status_t CudaDriver::ensure_context(int fallback, int *device) const
-{
-    CUcontext ctx = nullptr;
-    if ((cuCtxGetCurrent(&ctx) == CUDA_SUCCESS) && (ctx != nullptr)) {
-        CUdevice dev;
-        if (cuCtxGetDevice(&dev) == CUDA_SUCCESS) {
-            *device = dev;
-            return UCS_OK;
-        }
-    }
-    ucs_status_t status = use_device(fallback);
-    if (status == UCS_OK) {
-        *device = fallback;
-    }
-    return status;
-}
-
-ucs_status_t CudaDriver::use_device(int device) const
+CUcontext CudaDriver::retain_primary(int device) const
 {
     CUdevice dev;
-    CUcontext ctx;
+    CUcontext ctx  = nullptr;
     CUresult result = cuDeviceGet(&dev, device);
     if (result == CUDA_SUCCESS) {
         result = cuDevicePrimaryCtxRetain(&ctx, dev);
     }
-    if (result == CUDA_SUCCESS) {
-        result = cuCtxSetCurrent(ctx);
+    if (result != CUDA_SUCCESS) {
+        ucs_error("pxn: cannot use GPU %d: %s", device, error(result));
+        return nullptr;
     }
+    return ctx;
+}
+
+ucs_status_t CudaDriver::use_device(int device) const
+{
+    CUcontext ctx = retain_primary(device);
+    if (ctx == nullptr) {
+        return UCS_ERR_NO_DEVICE;
+    }
+    const CUresult result = cuCtxSetCurrent(ctx);
     if (result != CUDA_SUCCESS) {
         ucs_error("pxn: cannot use GPU %d: %s", device, error(result));
         return UCS_ERR_NO_DEVICE;
@@ -116,11 +114,206 @@ bool cuda_available()
     return CudaDriver::get() != nullptr;
 }
 
+int current_gpu()
+{
+    const CudaDriver *cu = CudaDriver::get();
+    CUcontext ctx        = nullptr;
+    CUdevice dev;
+    if ((cu == nullptr) || (cu->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) ||
+        (ctx == nullptr) || (cu->cuCtxGetDevice(&dev) != CUDA_SUCCESS)) {
+        return -1;
+    }
+    return dev;
+}
+
+ucs_status_t use_gpu(int gpu)
+{
+    const CudaDriver *cu = CudaDriver::get();
+    return (cu == nullptr) ? UCS_ERR_UNSUPPORTED : cu->use_device(gpu);
+}
+
+int gpu_of(const void *ptr)
+{
+    const CudaDriver *cu = CudaDriver::get();
+    int ordinal          = -1;
+    if ((cu == nullptr) || !cu->is_device_pointer(ptr) ||
+        (cu->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   reinterpret_cast<CUdeviceptr>(ptr)) !=
+         CUDA_SUCCESS)) {
+        return -1;
+    }
+    return ordinal;
+}
+
+std::string gpu_bus_id(int device)
+{
+    const CudaDriver *cu = CudaDriver::get();
+    char id[32]          = {};
+    CUdevice dev;
+    if ((cu == nullptr) || (cu->cuDeviceGet(&dev, device) != CUDA_SUCCESS) ||
+        (cu->cuDeviceGetPCIBusId(id, sizeof(id) - 1, dev) != CUDA_SUCCESS)) {
+        return "";
+    }
+    std::string text = id;
+    std::transform(text.begin(), text.end(), text.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    return text;
+}
+
+ucs_status_t detect_memory_type(const void *ptr, ucs_memory_type_t *type)
+{
+    const CudaDriver *cu = CudaDriver::get();
+    if (cu == nullptr) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    *type = cu->is_device_pointer(ptr) ? UCS_MEMORY_TYPE_CUDA :
+                                         UCS_MEMORY_TYPE_HOST;
+    return UCS_OK;
+}
+
+void copy_any(void *dest, const void *src, size_t length)
+{
+    const CudaDriver *cu = CudaDriver::get();
+    if ((cu != nullptr) && (cu->is_device_pointer(src) ||
+                            cu->is_device_pointer(dest))) {
+        /* Unified addressing: the driver finds both sides' contexts. */
+        cu->cuMemcpy(reinterpret_cast<CUdeviceptr>(dest),
+                     reinterpret_cast<CUdeviceptr>(src), length);
+        return;
+    }
+    memcpy(dest, src, length);
+}
+
+GpuScope::GpuScope(int gpu)
+{
+    const CudaDriver *cu = CudaDriver::get();
+    CUcontext ctx, current = nullptr;
+    if ((gpu < 0) || (cu == nullptr) || ((ctx = cu->retain_primary(gpu)) == nullptr)) {
+        return;
+    }
+    gpu_ = gpu;
+    if ((cu->cuCtxGetCurrent(&current) == CUDA_SUCCESS) && (current != ctx)) {
+        pushed_ = (cu->cuCtxPushCurrent(ctx) == CUDA_SUCCESS);
+    }
+}
+
+GpuScope::~GpuScope()
+{
+    const CudaDriver *cu = CudaDriver::get();
+    CUcontext popped;
+    CUdevice dev;
+    if (gpu_ < 0) {
+        return;
+    }
+    if (pushed_) {
+        cu->cuCtxPopCurrent(&popped);
+    }
+    if (cu->cuDeviceGet(&dev, gpu_) == CUDA_SUCCESS) {
+        cu->cuDevicePrimaryCtxRelease(dev);
+    }
+}
+
+ucs_status_t GpuArena::allocate(int gpu, size_t size)
+{
+    const CudaDriver *cu = CudaDriver::get();
+    if (cu == nullptr) {
+        ucs_error("pxn: a GPU arena needs a usable GPU");
+        return UCS_ERR_NO_DEVICE;
+    }
+    CUcontext ctx = cu->retain_primary(gpu);
+    if (ctx == nullptr) {
+        return UCS_ERR_NO_DEVICE;
+    }
+    gpu_ = gpu;
+    ContextScope scope(cu, ctx);
+    CUdeviceptr ptr;
+    CUresult result = cu->cuMemAlloc(&ptr, size);
+    if (result != CUDA_SUCCESS) {
+        ucs_error("pxn: cannot allocate the %zu-byte GPU arena on GPU %d: %s",
+                  size, gpu, cu->error(result));
+        return UCS_ERR_NO_MEMORY;
+    }
+    ptr_ = ptr;
+    static_assert(sizeof(CUipcMemHandle) == kHandleSize, "IPC handle size");
+    CUipcMemHandle handle;
+    result = cu->cuIpcGetMemHandle(&handle, ptr);
+    if (result != CUDA_SUCCESS) {
+        ucs_error("pxn: cannot export the GPU arena: %s", cu->error(result));
+        return UCS_ERR_IO_ERROR;
+    }
+    memcpy(handle_, &handle, sizeof(handle));
+    return UCS_OK;
+}
+
+GpuArena::~GpuArena()
+{
+    const CudaDriver *cu = CudaDriver::get();
+    CUdevice dev;
+    if ((gpu_ < 0) || (cu == nullptr) || (cu->cuDeviceGet(&dev, gpu_) != CUDA_SUCCESS)) {
+        return;
+    }
+    if (ptr_ != 0) {
+        CUcontext ctx;
+        if (cu->cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS) {
+            {
+                ContextScope scope(cu, ctx);
+                cu->cuMemFree(ptr_);
+            }
+            cu->cuDevicePrimaryCtxRelease(dev);
+        }
+    }
+    cu->cuDevicePrimaryCtxRelease(dev); /* allocate()'s retain */
+}
+
 #else
 
 bool cuda_available()
 {
     return false;
+}
+
+GpuScope::GpuScope(int)
+{
+}
+
+GpuScope::~GpuScope() = default;
+
+ucs_status_t GpuArena::allocate(int, size_t)
+{
+    ucs_error("pxn: a GPU arena needs a build with the CUDA backend");
+    return UCS_ERR_UNSUPPORTED;
+}
+
+GpuArena::~GpuArena() = default;
+
+int current_gpu()
+{
+    return -1;
+}
+
+ucs_status_t use_gpu(int)
+{
+    return UCS_ERR_UNSUPPORTED;
+}
+
+int gpu_of(const void *)
+{
+    return -1;
+}
+
+std::string gpu_bus_id(int)
+{
+    return "";
+}
+
+ucs_status_t detect_memory_type(const void *, ucs_memory_type_t *)
+{
+    return UCS_ERR_UNSUPPORTED;
+}
+
+void copy_any(void *dest, const void *src, size_t length)
+{
+    memcpy(dest, src, length);
 }
 
 #endif /* PXN_HAVE_CUDA */

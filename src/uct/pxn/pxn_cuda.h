@@ -9,13 +9,17 @@
  * wanted a GPU warns.
  *
  * Threading: get() is thread-safe; the function pointers are immutable
- * afterwards. Driver calls need a current context: ensure_context() makes
- * the primary context of `device` current on the calling thread when no
- * context is current (an application's own current context is left alone).
+ * afterwards. Driver calls need a current context. pxn never makes a
+ * context current on an application thread for good: it pushes the primary
+ * context of the process's GPU around its own calls (ContextScope) and pops
+ * it again, so that a program that has no context still has none (and a
+ * program that chose its GPU keeps its choice). Only pxn's own engine
+ * thread sets a current context (use_device()).
  */
 #ifndef PXN_UCT_PXN_CUDA_H_
 #define PXN_UCT_PXN_CUDA_H_
 
+#include <ucs/memory/memory_type.h>
 #include <ucs/type/status.h>
 
 #ifdef PXN_HAVE_CUDA
@@ -24,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace pxn {
 namespace uct {
@@ -38,8 +43,12 @@ namespace uct {
     _(cuDeviceGetCount) \
     _(cuDeviceGetAttribute) \
     _(cuDevicePrimaryCtxRetain) \
+    _(cuDevicePrimaryCtxRelease) \
+    _(cuDeviceGetPCIBusId) \
     _(cuCtxGetCurrent) \
     _(cuCtxSetCurrent) \
+    _(cuCtxPushCurrent) \
+    _(cuCtxPopCurrent) \
     _(cuCtxGetDevice) \
     _(cuMemAlloc) \
     _(cuMemFree) \
@@ -83,11 +92,12 @@ struct CudaDriver {
     /* nullptr when CUDA cannot be used in this process (warned once). */
     static const CudaDriver *get();
 
-    /* The device of the calling thread's current context, else `fallback`
-     * with its primary context made current. */
-    ucs_status_t ensure_context(int fallback, int *device) const;
-    /* Makes the primary context of `device` current on this thread. */
+    /* Makes the primary context of `device` current on this thread (pxn's
+     * own threads only). */
     ucs_status_t use_device(int device) const;
+    /* The primary context of `device`, retained (release it with
+     * cuDevicePrimaryCtxRelease), or nullptr (logged). */
+    CUcontext    retain_primary(int device) const;
 
     /* Name of a CUresult, for logs. */
     const char *error(CUresult result) const;
@@ -96,10 +106,100 @@ struct CudaDriver {
     bool is_device_pointer(const void *ptr) const;
 };
 
+/* `ctx` is current on the calling thread for the scope's lifetime: pushed
+ * if another (or none) was current, popped again at the end. */
+class ContextScope {
+public:
+    ContextScope(const CudaDriver *cu, CUcontext ctx) : cu_(cu)
+    {
+        CUcontext current = nullptr;
+        if ((ctx != nullptr) && (cu->cuCtxGetCurrent(&current) == CUDA_SUCCESS) &&
+            (current != ctx)) {
+            pushed_ = (cu->cuCtxPushCurrent(ctx) == CUDA_SUCCESS);
+        }
+    }
+    ~ContextScope()
+    {
+        CUcontext popped;
+        if (pushed_) {
+            cu_->cuCtxPopCurrent(&popped);
+        }
+    }
+    ContextScope(const ContextScope&) = delete;
+    ContextScope &operator=(const ContextScope&) = delete;
+
+private:
+    const CudaDriver *cu_;
+    bool              pushed_ = false;
+};
+
 #endif /* PXN_HAVE_CUDA */
+
+/* The functions below exist in every build; without the CUDA backend (or
+ * without a usable GPU) they answer as for host memory. */
 
 /* true when this build has the CUDA backend and a GPU is usable now. */
 bool cuda_available();
+
+/* GPU of the calling thread's current context; -1 when none. */
+int current_gpu();
+
+/* Makes the primary context of `gpu` current on the calling thread: for
+ * pxn's own threads only (logs a failure). */
+ucs_status_t use_gpu(int gpu);
+
+/* GPU that owns `ptr`; -1 for host memory. */
+int gpu_of(const void *ptr);
+
+/* PCI bus id of GPU `device` ("0000:3b:00.0", lower case); "" if unknown. */
+std::string gpu_bus_id(int device);
+
+/* Memory type of `ptr` as the driver sees it; UCS_ERR_UNSUPPORTED without
+ * a usable GPU. */
+ucs_status_t detect_memory_type(const void *ptr, ucs_memory_type_t *type);
+
+/* memcpy for buffers either of which may be GPU memory (the driver copies
+ * those, synchronously, in the context that owns them). */
+void copy_any(void *dest, const void *src, size_t length);
+
+/* The primary context of `gpu` is current on the calling thread for the
+ * scope's lifetime (pushed when another or none was, popped at the end);
+ * nothing for gpu < 0 or without CUDA. */
+class GpuScope {
+public:
+    explicit GpuScope(int gpu);
+    ~GpuScope();
+    GpuScope(const GpuScope&) = delete;
+    GpuScope &operator=(const GpuScope&) = delete;
+
+private:
+    int  gpu_    = -1;
+    bool pushed_ = false;
+};
+
+/* GPU memory exported by CUDA IPC (a relay's arena), allocated in the
+ * primary context of its GPU (pushed for the call) and freed with the
+ * object. Without the CUDA backend allocate() returns UCS_ERR_UNSUPPORTED. */
+class GpuArena {
+public:
+    GpuArena() = default;
+    ~GpuArena();
+    GpuArena(const GpuArena&) = delete;
+    GpuArena &operator=(const GpuArena&) = delete;
+
+    /* Logs the cause of a failure. */
+    ucs_status_t allocate(int gpu, size_t size);
+    uint8_t     *base() const { return reinterpret_cast<uint8_t*>(ptr_); }
+    bool         valid() const { return ptr_ != 0; }
+    /* The IPC handle (cudaIpcMemHandle_t) peers open. */
+    const uint8_t *handle() const { return handle_; }
+    static constexpr size_t kHandleSize = 64;
+
+private:
+    uint64_t ptr_ = 0;  /* CUdeviceptr */
+    int      gpu_ = -1;
+    uint8_t  handle_[kHandleSize] = {};
+};
 
 } // namespace uct
 } // namespace pxn

@@ -4,6 +4,7 @@
  */
 #include "pxn_ep.h"
 
+#include "pxn_cuda.h"
 #include "pxn_iface.h"
 #include "pxn_md.h"
 
@@ -12,7 +13,9 @@ extern "C" {
 }
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace pxn {
 namespace uct {
@@ -23,21 +26,64 @@ Ep::~Ep()
         std::lock_guard<std::mutex> guard(hub_->net().lock());
         /* Destroying the ep cancels what is still in flight on it. */
         if (direct_ep_ != nullptr) {
-            uct_ep_destroy(direct_ep_);
+            hub_->net().ep_destroy(direct_ep_);
         }
         for (auto &r : direct_rkeys_) {
-            uct_rkey_release(hub_->net().component(), &r.second);
+            hub_->net().rkey_release(&r.second);
         }
     }
-    if (connected_ && (lane_ != nullptr)) {
-        lane_->route_release(route_);
+    if (asked_ != nullptr) {
+        asked_->control().cancel(this); /* a late grant is released */
+    }
+    if (connected_) {
+        lane_->control().release_route(route_);
     }
     for (Candidate &c : candidates_) {
-        c.lane->route_release(c.route);
+        c.lane->control().release_route(c.route);
     }
     if (passive_ != nullptr) {
         std::lock_guard<std::mutex> guard(hub_->net().lock());
-        uct_ep_destroy(passive_);
+        hub_->net().ep_destroy(passive_);
+    }
+}
+
+void Ep::request_route(const std::shared_ptr<SendLane> &lane,
+                       const RouteMessage &message)
+{
+    asked_ = lane;
+    lane->control().request_route(message, this); /* may answer at once */
+}
+
+RouteMessage Ep::route_to_peer() const
+{
+    RouteMessage message;
+    message.kind  = abi::kRouteToIface;
+    message.dev   = peer_.inner;
+    message.iface = peer_iface_;
+    return message;
+}
+
+void Ep::route_answered(const RouteAnswer &answer)
+{
+    std::shared_ptr<SendLane> lane = std::move(asked_);
+    asked_.reset();
+    if (answer.status == UCS_OK) {
+        if (connected_ && (lane_ != lane)) {
+            lane_->control().release_route(route_);
+        }
+        lane_           = std::move(lane);
+        route_          = answer.route;
+        connected_      = true;
+        ever_connected_ = true;
+        return;
+    }
+    ucs_debug("pxn: ep %p: no route through relay pid %u: %s", self_,
+              lane->relay().identity.pid, ucs_status_string(answer.status));
+    /* A first connection that fails fails the ep; a failed reroute leaves
+     * the direct path, or the error, to the next operation. An ep-to-ep
+     * ep whose outbound route fails may still receive. */
+    if (!ever_connected_ && to_iface_ && (error_ == UCS_OK)) {
+        error_ = answer.status;
     }
 }
 
@@ -47,20 +93,36 @@ ucs_status_t Ep::connect_to_iface(const DeviceAddress &peer,
     peer_       = peer;
     peer_iface_ = inner_iface_addr;
     to_iface_   = true;
-    ucs_status_t status = hub_->lane_for(peer.rail_hash, &lane_);
-    if (status == UCS_OK) {
-        status = lane_->route_to_iface(peer.inner, peer_iface_, &route_);
+    std::shared_ptr<SendLane> lane;
+    ucs_status_t status = hub_->lane_for(peer.rail_hash, &lane);
+    if (status != UCS_OK) {
+        return status;
     }
-    connected_ = (status == UCS_OK);
-    return status;
+    request_route(lane, route_to_peer());
+    return UCS_OK;
 }
 
 ucs_status_t Ep::prepare_ep_address()
 {
-    for (const std::shared_ptr<SendLane> &lane : hub_->all_lanes()) {
+    std::vector<std::shared_ptr<SendLane>> lanes = hub_->all_lanes();
+    for (const auto &lane : lanes) {
+        lane->control().want_spares(kSpareRoutes);
+    }
+    /* The one wait of pxn: a lane that has no spare relay ep yet (its first
+     * endpoint) is driven until it has one, bounded. */
+    const uint64_t deadline = monotonic_ns() +
+                              hub_->node().registry().heartbeat_timeout_ns();
+    for (const auto &lane : lanes) {
         Candidate c{lane, 0, {}, {}};
-        if (lane->route_ep_create(&c.route, &c.relay_dev, &c.relay_ep) == UCS_OK) {
-            candidates_.push_back(std::move(c));
+        RouteAnswer spare;
+        while (!lane->control().take_spare(&spare) && !lane->failed() &&
+               (monotonic_ns() < deadline)) {
+            hub_->progress();
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+        if (spare.status == UCS_OK && !spare.relay_ep.empty()) {
+            candidates_.push_back({lane, spare.route, spare.relay_dev,
+                                   spare.relay_ep});
         }
     }
     std::lock_guard<std::mutex> guard(hub_->net().lock());
@@ -91,18 +153,19 @@ void Ep::pack_ep_address(uint8_t *out) const
 ucs_status_t Ep::connect_to_ep(const DeviceAddress &peer, const EpAddress &addr)
 {
     peer_ = peer;
-    ucs_status_t status = UCS_ERR_UNREACHABLE;
     for (Candidate &c : candidates_) {
-        if ((c.lane->rail_hash() == peer.rail_hash) && !connected_) {
-            status = c.lane->route_ep_connect(c.route, peer.inner, addr.own);
-            if (status == UCS_OK) {
-                lane_      = c.lane;
-                route_     = c.route;
-                connected_ = true;
-                continue;
-            }
+        if ((c.lane->rail_hash() == peer.rail_hash) && (asked_ == nullptr)) {
+            RouteMessage message;
+            message.kind  = abi::kRouteConnectEp;
+            message.route = c.route;
+            message.dev   = peer.inner;
+            message.ep    = addr.own;
+            /* The lane holds the route since its creation: connected, it is
+             * ours (route_answered() keeps its id). */
+            request_route(c.lane, message);
+            continue;
         }
-        c.lane->route_release(c.route);
+        c.lane->control().release_route(c.route);
     }
     candidates_.clear();
 
@@ -116,10 +179,8 @@ ucs_status_t Ep::connect_to_ep(const DeviceAddress &peer, const EpAddress &addr)
     }
     /* Either direction makes the connection useful: an ep that can only
      * receive answers its sends with UCS_ERR_UNREACHABLE. */
-    if (connected_ || (inbound == UCS_OK)) {
-        return UCS_OK;
-    }
-    return (status != UCS_ERR_UNREACHABLE) ? status : inbound;
+    return ((asked_ != nullptr) || connected_ || (inbound == UCS_OK)) ?
+           UCS_OK : inbound;
 }
 
 ucs_status_t Ep::take_error()
@@ -136,18 +197,26 @@ ucs_status_t Ep::ready(bool *direct)
     if (error_ != UCS_OK) {
         return error_;
     }
-    if (!connected_) {
-        return UCS_ERR_UNREACHABLE;
+    if (asked_ != nullptr) {
+        return UCS_ERR_NO_RESOURCE; /* a relay is setting up our route */
     }
-    if (lane_->idle()) {
+    if (connected_ && lane_->idle()) {
         lane_->check_relay_alive();
     }
-    if (!lane_->usable() && !reroute()) {
+    if (!connected_ || lane_->failed()) {
+        if (reroute()) {
+            return ready(direct);
+        }
         if ((direct == nullptr) || !can_go_direct()) {
+            if (!connected_ && !ever_connected_ && !to_iface_) {
+                return UCS_ERR_UNREACHABLE; /* ep-to-ep: receive only */
+            }
             error_ = UCS_ERR_UNREACHABLE;
             return error_;
         }
         *direct = true;
+    } else if (lane_->opening()) {
+        return UCS_ERR_NO_RESOURCE; /* renewing at a seq wrap */
     }
     /* Requests waiting in the pending queue go first, except for the one
      * being dispatched from it. */
@@ -166,35 +235,24 @@ bool Ep::reroute()
     }
     next_reroute_ns_ = now + kRerouteNs;
     std::shared_ptr<SendLane> lane;
-    uint32_t route;
-    if ((hub_->lane_for(peer_.rail_hash, &lane) != UCS_OK) ||
-        (lane->route_to_iface(peer_.inner, peer_iface_, &route) != UCS_OK)) {
+    if ((hub_->lane_for(peer_.rail_hash, &lane) != UCS_OK) || (lane == lane_)) {
         return false;
     }
-    lane_  = std::move(lane);
-    route_ = route;
+    request_route(lane, route_to_peer());
     return true;
 }
 
 ucs_status_t Ep::lane_rkey(uct_rkey_t rkey, uint32_t *index)
 {
     const auto *key = reinterpret_cast<const uct_pxn_rkey_t*>(rkey);
-    return lane_->rkey_index(key->packed, key->length, index);
+    return lane_->control().rkey_index(key->packed, key->length, index);
 }
 
 /* UCP 1.13 may hand a GPU pointer to put_short as host memory: the CPU must
  * not read it. */
 void Ep::copy_from_user(void *dest, const void *src, size_t length)
 {
-#ifdef PXN_HAVE_CUDA
-    const CudaDriver *cu = CudaDriver::get();
-    if ((cu != nullptr) && cu->is_device_pointer(src)) {
-        cu->cuMemcpy(reinterpret_cast<CUdeviceptr>(dest),
-                     reinterpret_cast<CUdeviceptr>(src), length);
-        return;
-    }
-#endif
-    memcpy(dest, src, length);
+    copy_any(dest, src, length);
 }
 
 ucs_status_t Ep::put_short(const void *buffer, unsigned length,
@@ -318,10 +376,16 @@ void Ep::op_done(ucs_status_t status)
 
 ucs_status_t Ep::flush(unsigned, uct_completion_t *comp)
 {
-    if (!pending_.empty()) {
+    /* An ep whose first route is on its way is not connected yet: flush
+     * waits for it like for an operation (UCT's NO_RESOURCE: retry, or
+     * pending_add), and then reports a refused connection. */
+    if (!pending_.empty() || ((asked_ != nullptr) && !connected_)) {
         return UCS_ERR_NO_RESOURCE;
     }
-    if (lane_ != nullptr) {
+    if ((error_ != UCS_OK) && (issued_ == completed_)) {
+        return error_;
+    }
+    if (connected_) {
         lane_->publish_open();
     }
     if (issued_ == completed_) {
@@ -359,8 +423,9 @@ void Ep::pending_purge(uct_pending_purge_callback_t cb, void *arg)
 unsigned Ep::progress_pending()
 {
     unsigned work = direct_ops_.empty() ? 0 : progress_direct();
-    if (connected_ && (error_ == UCS_OK) && !lane_->usable()) {
-        bool direct;
+    if (connected_ && (error_ == UCS_OK) && (asked_ == nullptr) &&
+        lane_->failed()) {
+        bool direct = false;
         ready(&direct); /* routes again, or marks the ep failed for the iface */
     }
     /* UCT's pending contract: UCS_OK done, UCS_INPROGRESS partly done (call

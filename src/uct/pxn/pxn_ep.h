@@ -4,24 +4,31 @@
  * target's rail and to a route of that relay to the target.
  *
  * Connection models (UCX_PXN_NET_CONNECT):
- * - to-iface: uct_ep_create() gets the target's device and iface address;
- *   the relay creates its inner ep from them.
- * - to-ep: uct_ep_create() knows no target, so the ep asks every relay of
- *   this node for an unconnected inner ep and creates its own passive inner
- *   ep (the target end of the peer's routes); its ep address carries all of
- *   them. connect_to_ep() then connects the route of the target's rail to
- *   the target's passive ep, connects the passive ep to the peer's relay of
- *   this rail, and releases the other routes.
+ * - to-iface: uct_ep_create() gets the target's device and iface address
+ *   and returns at once: the lane (if new) opens and the route request goes
+ *   to the relay in the background. Until the relay's answer operations
+ *   return UCS_ERR_NO_RESOURCE (UCP queues them with pending_add, and they
+ *   go from iface progress once the route is there). A refused route makes
+ *   the ep fail (reported through the iface's error handler).
+ * - to-ep: uct_ep_create() knows no target, so the ep takes a spare
+ *   unconnected relay ep from every lane (the lanes keep a stock; only a
+ *   lane that has none yet makes uct_ep_create wait for it, bounded by
+ *   UCX_PXN_HEARTBEAT_TIMEOUT) and creates its own passive inner ep (the
+ *   target end of the peer's routes); its ep address carries all of them.
+ *   connect_to_ep() then connects the route of the target's rail to the
+ *   target's passive ep (in the background, as above), connects the
+ *   passive ep to the peer's relay of this rail, and releases the other
+ *   routes.
  *
  * Direct path: an operation that can no longer go through a relay before
  * any of its bytes were published (relay unhealthy, no ring credit for
  * UCX_PXN_CREDIT_TIMEOUT), and a zcopy issued while the target's rail has
  * no healthy relay (one that exited is seen from its pid before work goes
- * on an idle lane; another is looked for every 100 ms), is sent once with this
- * process's own inner transport straight to the target, when the target is
- * reachable from here (a spine) and the ep knows the target's inner
- * address (to-iface model). Otherwise it fails (a rail-only fabric); short
- * and bcopy operations always do.
+ * on an idle lane; another is looked for every 100 ms), is sent once with
+ * this process's own inner transport straight to the target, when the
+ * target is reachable from here (a spine) and the ep knows the target's
+ * inner address (to-iface model). Otherwise it fails (a rail-only fabric);
+ * short and bcopy operations always do.
  *
  * Failure: an operation that ends with a transport error (relay gone,
  * target unreachable, inner error) marks the ep failed; the iface reports
@@ -31,7 +38,7 @@
  * Completion: operations of one ep complete in issue order (they share a
  * lane whose pieces complete in seq order). Flush waits for every operation
  * issued before it; fence holds new operations until those have completed.
- * Threading: application thread only.
+ * Threading: the worker's thread only.
  */
 #ifndef PXN_UCT_PXN_EP_H_
 #define PXN_UCT_PXN_EP_H_
@@ -50,7 +57,7 @@ extern "C" {
 namespace pxn {
 namespace uct {
 
-class Ep final : public SendOwner {
+class Ep final : public SendOwner, public RouteClient {
 public:
     Ep(Hub *hub, uct_ep_h self) : hub_(hub), self_(self) {}
     ~Ep();
@@ -91,6 +98,7 @@ public:
     void op_done(ucs_status_t status) override;
     bool fall_back(const SendRequest &req, const uint8_t *rkey,
                    uint16_t rkey_length) override;
+    void route_answered(const RouteAnswer &answer) override;
 
 private:
     struct Candidate {
@@ -115,9 +123,16 @@ private:
     static void  copy_from_user(void *dest, const void *src, size_t length);
     /* UCS_OK when an operation may go now: through the lane, or, when
      * `direct` is given and the relay is gone with no other on that rail,
-     * on the direct path (*direct = true). */
+     * on the direct path (*direct = true). UCS_ERR_NO_RESOURCE while the
+     * route is being set up. */
     ucs_status_t ready(bool *direct = nullptr);
+    /* Asks a (new) relay of the target's rail for a route; false when there
+     * is none. */
     bool         reroute();
+    void         request_route(const std::shared_ptr<SendLane> &lane,
+                               const RouteMessage &message);
+    /* to-iface: a route to the peer's inner device and iface address. */
+    RouteMessage route_to_peer() const;
     bool         can_go_direct() const;
     ucs_status_t zcopy_direct(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
                               uint64_t remote_addr, uct_rkey_t rkey,
@@ -131,9 +146,11 @@ private:
     uct_ep_h                  self_;
     ucs_status_t              error_    = UCS_OK; /* first failure seen */
     bool                      reported_ = false;
-    std::shared_ptr<SendLane> lane_;
+    std::shared_ptr<SendLane> lane_;      /* the route's lane */
     uint32_t                  route_ = 0;
     bool                      connected_ = false;
+    bool                      ever_connected_ = false;
+    std::shared_ptr<SendLane> asked_;     /* a route request is out on it */
     bool                      to_iface_  = false;
     DeviceAddress             peer_;
     Bytes                     peer_iface_;
@@ -152,6 +169,7 @@ private:
     uct_ep_h                  direct_ep_ = nullptr;
     bool                      direct_failed_ = false; /* tried once, no path */
     static constexpr uint64_t kRerouteNs = 100000000; /* looks for a new relay */
+    static constexpr unsigned kSpareRoutes = 2; /* per lane, ep-to-ep model */
     uint64_t                  next_reroute_ns_ = 0;
     std::vector<std::pair<Bytes, uct_rkey_bundle_t>> direct_rkeys_;
     std::vector<std::unique_ptr<DirectOp>> direct_ops_;

@@ -35,7 +35,7 @@ bool Ep::fall_back(const SendRequest &req, const uint8_t *rkey,
                            [&](const auto &r) { return r.first == packed; });
     if (it == direct_rkeys_.end()) {
         uct_rkey_bundle_t bundle;
-        if (uct_rkey_unpack(net.component(), packed.data(), &bundle) != UCS_OK) {
+        if (net.rkey_unpack(packed.data(), &bundle) != UCS_OK) {
             return false;
         }
         direct_rkeys_.emplace_back(packed, bundle);
@@ -50,11 +50,9 @@ bool Ep::fall_back(const SendRequest &req, const uint8_t *rkey,
     op->comp.status = UCS_OK;
     post_direct(*op);
     direct_ops_.push_back(std::move(op));
-    abi::SenderCounters &counters = hub_->counters().sender;
-    abi::bump(counters.fallback_ops);
-    for (uint32_t i = 0; i < req.nsegs; ++i) {
-        abi::bump(counters.fallback_bytes, req.segs[i].length);
-    }
+    abi::SenderCounters &counters = hub_->sender_counters();
+    __atomic_fetch_add(&counters.fallback_ops, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&counters.fallback_bytes, req.bytes(), __ATOMIC_RELAXED);
     return true;
 }
 
@@ -66,13 +64,14 @@ bool Ep::post_direct(DirectOp &op)
         remote += op.req.segs[i].length;
     }
     while (op.posted < op.req.nsegs) {
-        const SendRequest::Seg &seg = op.req.segs[op.posted];
+        const IoSegment &seg = op.req.segs[op.posted];
         uct_iov_t iov = {reinterpret_cast<void*>(seg.addr), seg.length,
-                         seg.memh, 0, 1};
+                         op.req.memh[op.posted], 0, 1};
+        Net &net = hub_->net();
         const ucs_status_t status =
                 (op.req.op == abi::kOpGet) ?
-                uct_ep_get_zcopy(direct_ep_, &iov, 1, remote, op.rkey, &op.comp) :
-                uct_ep_put_zcopy(direct_ep_, &iov, 1, remote, op.rkey, &op.comp);
+                net.get_zcopy(direct_ep_, &iov, remote, op.rkey, &op.comp) :
+                net.put_zcopy(direct_ep_, &iov, remote, op.rkey, &op.comp);
         if (status == UCS_ERR_NO_RESOURCE) {
             return false;
         }

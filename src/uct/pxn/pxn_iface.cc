@@ -150,15 +150,10 @@ static int uct_pxn_iface_is_reachable(const uct_iface_h tl_iface,
 }
 
 /* pxn's counters as UCX shows them (VFS files, statistics counters), in
- * the order of kCounterNames. */
-#define UCT_PXN_COUNTERS(_c) { \
-        &(_c).relay.pieces, &(_c).relay.bytes, &(_c).relay.failed_pieces, \
-        &(_c).relay.rejected, &(_c).relay.routes, &(_c).relay.route_errors, \
-        &(_c).relay.lane_resets, &(_c).relay.inflight, &(_c).sender.pieces, \
-        &(_c).sender.bytes, &(_c).sender.credit_stalls, &(_c).sender.failed_ops, \
-        &(_c).sender.fallback_ops, &(_c).sender.fallback_bytes, \
-        &(_c).sender.lanes, &(_c).sender.gather_pieces}
-static constexpr unsigned kNumCounters = 16;
+ * the order of kCounterNames: the relay's of this iface's home rail, then
+ * the process's sender counters. */
+static constexpr unsigned kNumRelayCounters = 8;
+static constexpr unsigned kNumCounters      = 16;
 /* and, after them, the age of the last completion of each block */
 static constexpr unsigned kNumStats = kNumCounters + 2;
 static const char *const kCounterNames[kNumCounters] = {
@@ -167,6 +162,31 @@ static const char *const kCounterNames[kNumCounters] = {
     "relay/lane_resets", "relay/inflight", "sender/pieces", "sender/bytes",
     "sender/credit_stalls", "sender/failed_ops", "sender/fallback_ops",
     "sender/fallback_bytes", "sender/lanes", "sender/gather_pieces"};
+
+/* Counter `i` of kCounterNames, now. */
+static uint64_t uct_pxn_counter(Hub *hub, unsigned i)
+{
+    if (i < kNumRelayCounters) {
+        const pxn::abi::RelayCounters &r = hub->relay_counters().relay;
+        const uint64_t *const values[kNumRelayCounters] = {
+            &r.pieces, &r.bytes, &r.failed_pieces, &r.rejected, &r.routes,
+            &r.route_errors, &r.lane_resets, &r.inflight};
+        return pxn::abi::load_relaxed(*values[i]);
+    }
+    const pxn::abi::SenderCounters &c = hub->sender_counters();
+    const uint64_t *const values[kNumCounters - kNumRelayCounters] = {
+        &c.pieces, &c.bytes, &c.credit_stalls, &c.failed_ops, &c.fallback_ops,
+        &c.fallback_bytes, &c.lanes, &c.gather_pieces};
+    return pxn::abi::load_relaxed(*values[i - kNumRelayCounters]);
+}
+
+/* CLOCK_MONOTONIC of the last completion: 0 relay, 1 sender (0: none). */
+static uint64_t uct_pxn_last_completion(Hub *hub, unsigned which)
+{
+    return pxn::abi::load_relaxed(
+            (which == 0) ? hub->relay_counters().relay.last_completion_ns :
+                           hub->sender_counters().last_completion_ns);
+}
 
 #ifdef ENABLE_STATS
 /* ucs_stats_class_t ends in a flexible array, which C++ cannot initialise:
@@ -209,26 +229,34 @@ static void uct_pxn_iface_stats_update(uct_pxn_iface_t *iface)
     if (iface->stats == nullptr) {
         return;
     }
-    pxn::abi::ProcessCounters &c              = iface->hub->counters();
-    const uint64_t *const values[kNumCounters] = UCT_PXN_COUNTERS(c);
     for (unsigned i = 0; i < kNumCounters; ++i) {
-        UCS_STATS_SET_COUNTER(iface->stats, i, pxn::abi::load_relaxed(*values[i]));
+        UCS_STATS_SET_COUNTER(iface->stats, i, uct_pxn_counter(iface->hub, i));
     }
     const uint64_t now = pxn::monotonic_ns();
-    const uint64_t at[2] = {pxn::abi::load_relaxed(c.relay.last_completion_ns),
-                            pxn::abi::load_relaxed(c.sender.last_completion_ns)};
     for (unsigned i = 0; i < 2; ++i) { /* 0: none yet */
+        const uint64_t at = uct_pxn_last_completion(iface->hub, i);
         UCS_STATS_SET_COUNTER(iface->stats, kNumCounters + i,
-                              (at[i] == 0) ? 0 : (now - at[i]) / 1000000);
+                              (at == 0) ? 0 : (now - at) / 1000000);
     }
 #endif
 }
 
-/* VFS: the age of a CLOCK_MONOTONIC stamp (*arg_ptr), or "never". */
-static void uct_pxn_vfs_show_age(void *, ucs_string_buffer_t *strb,
-                                 void *arg_ptr, uint64_t) noexcept
+/* VFS: counter arg_u64 of the iface (arg_ptr), now. */
+static void uct_pxn_vfs_show_counter(void *, ucs_string_buffer_t *strb,
+                                     void *arg_ptr, uint64_t arg_u64) noexcept
 {
-    const uint64_t at  = pxn::abi::load_relaxed(*static_cast<uint64_t*>(arg_ptr));
+    ucs_string_buffer_appendf(strb, "%lu\n",
+                              uct_pxn_counter(static_cast<Hub*>(arg_ptr),
+                                              static_cast<unsigned>(arg_u64)));
+}
+
+/* VFS: the age of the last completion (arg_u64: 0 relay, 1 sender) of the
+ * iface (arg_ptr), or "never". */
+static void uct_pxn_vfs_show_age(void *, ucs_string_buffer_t *strb,
+                                 void *arg_ptr, uint64_t arg_u64) noexcept
+{
+    const uint64_t at  = uct_pxn_last_completion(static_cast<Hub*>(arg_ptr),
+                                                 static_cast<unsigned>(arg_u64));
     const uint64_t now = pxn::monotonic_ns();
     if (at == 0) {
         ucs_string_buffer_appendf(strb, "never\n");
@@ -347,18 +375,14 @@ static ucs_status_t uct_pxn_iface_estimate_perf(uct_iface_h tl_iface,
  * existing files are kept (UCS_ERR_ALREADY_EXISTS). */
 static void uct_pxn_iface_vfs_refresh(uct_iface_h tl_iface) noexcept
 {
-    Hub *hub                                = hub_of(tl_iface);
-    pxn::abi::ProcessCounters &c            = hub->counters();
-    uint64_t *const values[kNumCounters]    = UCT_PXN_COUNTERS(c);
+    Hub *hub = hub_of(tl_iface);
     for (unsigned i = 0; i < kNumCounters; ++i) {
-        ucs_vfs_obj_add_ro_file(tl_iface, ucs_vfs_show_primitive, values[i],
-                                UCS_VFS_TYPE_ULONG, "pxn/%s", kCounterNames[i]);
+        ucs_vfs_obj_add_ro_file(tl_iface, uct_pxn_vfs_show_counter, hub, i,
+                                "pxn/%s", kCounterNames[i]);
     }
-    ucs_vfs_obj_add_ro_file(tl_iface, uct_pxn_vfs_show_age,
-                            &c.relay.last_completion_ns, 0,
+    ucs_vfs_obj_add_ro_file(tl_iface, uct_pxn_vfs_show_age, hub, 0,
                             "pxn/relay/last_completion_age");
-    ucs_vfs_obj_add_ro_file(tl_iface, uct_pxn_vfs_show_age,
-                            &c.sender.last_completion_ns, 0,
+    ucs_vfs_obj_add_ro_file(tl_iface, uct_pxn_vfs_show_age, hub, 1,
                             "pxn/sender/last_completion_age");
     ucs_vfs_obj_add_ro_file(tl_iface, ucs_vfs_show_primitive,
                             const_cast<char*>(hub->rail().c_str()),
@@ -459,7 +483,8 @@ UCS_CLASS_INIT_FUNC(uct_pxn_iface_t, uct_md_h tl_md, uct_worker_h worker,
     try {
         std::unique_ptr<Hub> hub;
         ucs_status_t status = Hub::open(*md->settings, *md->inner,
-                                        params->mode.device.dev_name, &hub);
+                                        params->mode.device.dev_name, worker,
+                                        &hub);
         if (status != UCS_OK) {
             return status;
         }

@@ -1,6 +1,7 @@
 #include "pxn_md.h"
 
 #include "pxn_cuda.h"
+#include "pxn_node.h"
 
 extern "C" {
 #include <ucs/debug/log.h>
@@ -43,8 +44,10 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      ucs_offsetof(uct_pxn_md_config_t, net_tls), UCS_CONFIG_TYPE_STRING_ARRAY},
 
     {"HOME_DEVICE", "",
-     "Network device of this process's own rail, used by the relay for the\n"
-     "network hop. Empty: the device the pxn interface is opened on.",
+     "The process's home NIC: its relay forwards with it, and every pxn\n"
+     "interface of the process receives there, whatever device it is opened\n"
+     "on. Empty: the NIC nearest the process's GPU by PCIe topology; without\n"
+     "a GPU, each interface's own device.",
      ucs_offsetof(uct_pxn_md_config_t, home_device), UCS_CONFIG_TYPE_STRING},
 
     {"NET_CONNECT", "auto",
@@ -79,8 +82,11 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      UCS_CONFIG_TYPE_ENUM(uct_pxn_copy_names)},
 
     {"CUDA_DEVICE", "-1",
-     "GPU of a relay's arena: -1 uses the device of the current CUDA context\n"
-     "(else GPU 0). Set it for ucx_pxn_relay.",
+     "The GPU this process uses (choice of the home NIC, GPU arena): -1 takes\n"
+     "the device of the CUDA context current when pxn starts, else of the\n"
+     "first GPU memory registered with pxn or of a context current when pxn\n"
+     "progresses; until then a relay that needs it waits. pxn never creates\n"
+     "or changes an application's current context.",
      ucs_offsetof(uct_pxn_md_config_t, cuda_device), UCS_CONFIG_TYPE_INT},
 
     {"GPU_DOORBELL", "y",
@@ -120,6 +126,13 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      "Pieces a relay forwards at once over its network hop, over all lanes.\n"
      "1..64.",
      ucs_offsetof(uct_pxn_md_config_t, inflight_depth), UCS_CONFIG_TYPE_UINT},
+
+    {"ROUTES", "1024",
+     "Routes a relay holds at once: one per target that senders of this node\n"
+     "reach through it (inner eps are shared by every sender to that target;\n"
+     "the ep-to-ep model takes one per sender endpoint). A request past it\n"
+     "fails with 'Exceeds limit'. 1..65536.",
+     ucs_offsetof(uct_pxn_md_config_t, routes), UCS_CONFIG_TYPE_UINT},
 
     {"CREDIT_TIMEOUT", "1s",
      "How long an unpublished piece waits for ring credit before it falls\n"
@@ -174,6 +187,7 @@ pxn::Settings uct_pxn_md_settings(const uct_pxn_md_config_t *config)
     s.geometry.slot_size = config->slot_size;
     s.geometry.max_plan  = config->max_plan;
     s.inflight_depth     = config->inflight_depth;
+    s.routes             = config->routes;
     s.credit_timeout     = config->credit_timeout;
     s.heartbeat_timeout  = config->heartbeat_timeout;
     s.initial_seq        = config->initial_seq;
@@ -186,6 +200,9 @@ static void uct_pxn_md_close(uct_md_h tl_md) noexcept
 {
     uct_pxn_md_t *md = ucs_derived_of(tl_md, uct_pxn_md_t);
 
+    if (md->reg != md->inner) {
+        delete md->reg;
+    }
     delete md->inner;
     delete md->settings;
     ucs_free(md);
@@ -194,7 +211,7 @@ static void uct_pxn_md_close(uct_md_h tl_md) noexcept
 static ucs_status_t uct_pxn_md_query(uct_md_h tl_md, uct_md_attr_t *attr) noexcept
 {
     uct_pxn_md_t *md            = ucs_derived_of(tl_md, uct_pxn_md_t);
-    const uct_md_attr_t &inner  = md->inner->attr();
+    const uct_md_attr_t &inner  = md->reg->attr();
 
     *attr                       = inner;
     /* Registration only: allocation and rkey_ptr belong to the inner md. */
@@ -238,9 +255,12 @@ static ucs_status_t uct_pxn_md_mem_reg(uct_md_h tl_md, void *address,
 {
     uct_pxn_md_t *md = ucs_derived_of(tl_md, uct_pxn_md_t);
 
+    /* GPU memory tells which GPU this process uses (a relay may wait for
+     * it). */
+    pxn::uct::Node::notice_process_gpu(address);
     /* The memh is the inner one: the relay never sees it, and the inner
      * md owns its lifetime. */
-    return uct_md_mem_reg(md->inner->md(), address, length, flags, memh_p);
+    return uct_md_mem_reg(md->reg->md(), address, length, flags, memh_p);
 }
 
 static ucs_status_t
@@ -250,7 +270,7 @@ uct_pxn_md_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params) no
 
     /* The memh is the inner md's: its dereg (invalidation included, where
      * the inner md supports it) is ours. */
-    uct_md_h inner = md->inner->md();
+    uct_md_h inner = md->reg->md();
     return inner->ops->mem_dereg(inner, params);
 }
 
@@ -266,11 +286,11 @@ static ucs_status_t uct_pxn_md_mkey_pack(uct_md_h tl_md, uct_mem_h memh,
 {
     uct_pxn_md_t *md   = ucs_derived_of(tl_md, uct_pxn_md_t);
     auto *out          = static_cast<uint8_t*>(buffer);
-    const size_t inner = md->inner->attr().rkey_packed_size;
+    const size_t inner = md->reg->attr().rkey_packed_size;
 
     out[0] = static_cast<uint8_t>(inner);
     out[1] = static_cast<uint8_t>(inner >> 8);
-    return uct_md_mkey_pack(md->inner->md(), memh, out + kPxnRkeyHeader);
+    return uct_md_mkey_pack(md->reg->md(), memh, out + kPxnRkeyHeader);
 }
 
 static int uct_pxn_md_is_sockaddr_accessible(uct_md_h, const ucs_sock_addr_t *,
@@ -284,15 +304,7 @@ static ucs_status_t uct_pxn_md_detect_memory_type(uct_md_h, const void *address,
                                                   size_t,
                                                   ucs_memory_type_t *mem_type) noexcept
 {
-#ifdef PXN_HAVE_CUDA
-    const pxn::uct::CudaDriver *cu = pxn::uct::CudaDriver::get();
-    if (cu != nullptr) {
-        *mem_type = cu->is_device_pointer(address) ? UCS_MEMORY_TYPE_CUDA :
-                                                     UCS_MEMORY_TYPE_HOST;
-        return UCS_OK;
-    }
-#endif
-    return UCS_ERR_UNSUPPORTED;
+    return pxn::uct::detect_memory_type(address, mem_type);
 }
 
 static uct_md_ops_t *uct_pxn_md_ops()
@@ -334,6 +346,18 @@ static ucs_status_t uct_pxn_md_open_impl(uct_component_t *component,
     if (status != UCS_OK) {
         return status;
     }
+    /* The home device in another inner md: its md registers. */
+    std::unique_ptr<pxn::uct::InnerMd> home;
+    if (!settings->home_device.empty() &&
+        (inner->device(settings->home_device) == nullptr)) {
+        status = pxn::uct::InnerMd::open_for_device(settings->home_device,
+                                                    settings->net_tls, &home);
+        if (status != UCS_OK) {
+            ucs_error("pxn: UCX_PXN_HOME_DEVICE=%s is not a device of any inner "
+                      "md of UCX_PXN_NET_TLS", settings->home_device.c_str());
+            return status;
+        }
+    }
 
     auto *md = static_cast<uct_pxn_md_t*>(ucs_malloc(sizeof(uct_pxn_md_t),
                                                      "uct_pxn_md_t"));
@@ -346,6 +370,7 @@ static ucs_status_t uct_pxn_md_open_impl(uct_component_t *component,
     md->super.component = component;
     md->settings        = settings.release();
     md->inner           = inner.release();
+    md->reg             = (home != nullptr) ? home.release() : md->inner;
     *md_p               = &md->super;
     return UCS_OK;
 }

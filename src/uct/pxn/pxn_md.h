@@ -38,6 +38,7 @@ typedef struct uct_pxn_md_config {
     size_t                   slot_size;
     unsigned                 max_plan;
     unsigned                 inflight_depth;
+    unsigned                 routes;
     double                   credit_timeout;
     double                   heartbeat_timeout;
     size_t                   relay_slice;
@@ -47,15 +48,19 @@ typedef struct uct_pxn_md_config {
 
 /*
  * One pxn md per inner md ("pxn_<inner md>"). Memory registered here is
- * registered with the inner md, so that a relay's inner transport can reach
- * it; the packed rkey is the inner one behind a 2-byte length, which the
- * sender copies without interpreting it and the relay unpacks.
+ * registered with the inner md of the process's receiving NIC, so that a
+ * relay's inner transport can reach it: the md's own inner md, or, with
+ * UCX_PXN_HOME_DEVICE naming a device of another inner md (one md per HCA
+ * with rc), that device's md. The packed rkey is the inner one behind a
+ * 2-byte length, which the sender copies without interpreting it and the
+ * relay unpacks.
  * Standard layout, allocated by UCX; C++ state lives behind pointers.
  */
 typedef struct uct_pxn_md {
     uct_md_t              super;
     pxn::Settings        *settings;
-    pxn::uct::InnerMd    *inner;
+    pxn::uct::InnerMd    *inner; /* devices of this md */
+    pxn::uct::InnerMd    *reg;   /* registers memory: inner, or the home's */
 } uct_pxn_md_t;
 
 /* Remote key as unpacked on the sender: the packed inner key, opaque. */

@@ -23,7 +23,7 @@ ucs_status_t net_error_handler(void *, uct_ep_h ep, ucs_status_t status)
 
 } // namespace
 
-Net::~Net()
+UctNet::~UctNet()
 {
     if (iface_ != nullptr) {
         uct_iface_close(iface_);
@@ -36,14 +36,15 @@ Net::~Net()
     }
 }
 
-ucs_status_t Net::open(const InnerMd &md, const std::string &tl_name,
-                       const std::string &device, bool prefer_ep,
-                       std::unique_ptr<Net> *net_p)
+ucs_status_t UctNet::open(const InnerMd &md, const std::string &tl_name,
+                          const std::string &device, bool prefer_ep,
+                          std::unique_ptr<Net> *net_p)
 {
-    std::unique_ptr<Net> net(new Net());
+    std::unique_ptr<UctNet> net(new UctNet());
     net->tl_name_   = tl_name;
     net->device_    = device;
     net->md_        = md.md();
+    net->md_name_   = md.info().md_name;
     net->component_ = md.component();
 
     ucs_status_t status = ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
@@ -69,6 +70,10 @@ ucs_status_t Net::open(const InnerMd &md, const std::string &tl_name,
                   ucs_status_string(status));
         return status;
     }
+    /* tcp connects blocking by default: a relay must never wait on the
+     * network inside its engine's lock. Other transports have no such
+     * setting, and the error is the answer. */
+    uct_config_modify(config, "CONN_NB", "y");
     uct_iface_params_t params   = {};
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
                                   UCT_IFACE_PARAM_FIELD_DEVICE |
@@ -126,25 +131,17 @@ ucs_status_t Net::open(const InnerMd &md, const std::string &tl_name,
     return UCS_OK;
 }
 
-bool Net::has_get() const
+Bytes UctNet::device_address() const
 {
-    /* cuda_ipc keeps the flag but sets max_zcopy 0 when it disables gets
-     * (no NVLink, UCX_CUDA_IPC_ENABLE_GET_ZCOPY=auto). */
-    return (attr_.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) &&
-           (attr_.cap.get.max_zcopy > 0);
-}
-
-std::vector<uint8_t> Net::device_address() const
-{
-    std::vector<uint8_t> addr(attr_.device_addr_len);
+    Bytes addr(attr_.device_addr_len);
     uct_iface_get_device_address(iface_,
                                  reinterpret_cast<uct_device_addr_t*>(addr.data()));
     return addr;
 }
 
-std::vector<uint8_t> Net::iface_address() const
+Bytes UctNet::iface_address() const
 {
-    std::vector<uint8_t> addr(attr_.iface_addr_len);
+    Bytes addr(attr_.iface_addr_len);
     if (!addr.empty()) {
         uct_iface_get_address(iface_,
                               reinterpret_cast<uct_iface_addr_t*>(addr.data()));
@@ -152,7 +149,7 @@ std::vector<uint8_t> Net::iface_address() const
     return addr;
 }
 
-ucs_status_t Net::ep_create_to_iface(const uint8_t *dev_addr,
+ucs_status_t UctNet::ep_create_to_iface(const uint8_t *dev_addr,
                                      const uint8_t *iface_addr, uct_ep_h *ep)
 {
     uct_ep_params_t params = {};
@@ -164,7 +161,7 @@ ucs_status_t Net::ep_create_to_iface(const uint8_t *dev_addr,
     return uct_ep_create(&params, ep);
 }
 
-ucs_status_t Net::ep_create_unconnected(uct_ep_h *ep, std::vector<uint8_t> *addr)
+ucs_status_t UctNet::ep_create_unconnected(uct_ep_h *ep, Bytes *addr)
 {
     uct_ep_params_t params = {};
     params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
@@ -182,7 +179,7 @@ ucs_status_t Net::ep_create_unconnected(uct_ep_h *ep, std::vector<uint8_t> *addr
     return status;
 }
 
-ucs_status_t Net::ep_connect(uct_ep_h ep, const uint8_t *dev_addr,
+ucs_status_t UctNet::ep_connect(uct_ep_h ep, const uint8_t *dev_addr,
                              const uint8_t *ep_addr)
 {
     return uct_ep_connect_to_ep(ep,
@@ -190,24 +187,38 @@ ucs_status_t Net::ep_connect(uct_ep_h ep, const uint8_t *dev_addr,
                                 reinterpret_cast<const uct_ep_addr_t*>(ep_addr));
 }
 
-bool Net::is_reachable(const uint8_t *dev_addr, const uint8_t *iface_addr) const
+bool UctNet::is_reachable(const uint8_t *dev_addr, const uint8_t *iface_addr) const
 {
     return uct_iface_is_reachable(
             iface_, reinterpret_cast<const uct_device_addr_t*>(dev_addr),
             reinterpret_cast<const uct_iface_addr_t*>(iface_addr));
 }
 
-unsigned Net::progress()
-{
-    return uct_worker_progress(worker_);
-}
-
-ucs_status_t Net::arm()
+ucs_status_t UctNet::arm()
 {
     if (event_fd_ < 0) {
         return UCS_ERR_UNSUPPORTED;
     }
     return uct_iface_event_arm(iface_, events_);
+}
+
+ucs_status_t UctNet::mem_reg(void *address, size_t length, uct_mem_h *memh)
+{
+    ucs_status_t status = uct_md_mem_reg(md_, address, length,
+                                         UCT_MD_MEM_ACCESS_ALL, memh);
+    if (status != UCS_OK) {
+        ucs_error("pxn: failed to register %zu bytes at %p with inner md %s: %s",
+                  length, address, md_name_.c_str(), ucs_status_string(status));
+        *memh = UCT_MEM_HANDLE_NULL;
+    }
+    return status;
+}
+
+void UctNet::mem_dereg(uct_mem_h memh)
+{
+    if (memh != UCT_MEM_HANDLE_NULL) {
+        uct_md_mem_dereg(md_, memh);
+    }
 }
 
 } // namespace uct

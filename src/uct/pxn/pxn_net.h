@@ -1,25 +1,33 @@
 /*
- * pxn's network hop: one inner UCT iface (e.g. rc_mlx5, tcp) on the home
- * device, opened on a private worker that only pxn drives.
+ * pxn's network hop: one inner UCT iface (e.g. rc_mlx5, tcp) on one device,
+ * opened on a private worker that only pxn drives. Net is what the relay,
+ * the target side (a port) and the direct path see of it; UctNet is the
+ * real one, tests bring a fake (test/gtest/uct/fake_net.h) to run the relay
+ * and senders in one process without any transport.
  *
  * Threading contract: the inner worker is UCS_THREAD_MODE_SERIALIZED. Every
- * call into the inner iface, its eps and its worker happens with lock()
- * held; the relay engine thread holds it while it progresses, the
- * application thread holds it for connection setup and direct fallback.
- * Completion callbacks of inner operations run inside progress(), on
- * whichever thread called it, with the lock held.
+ * call into a Net (but the accessors of immutable state) happens with
+ * lock() held; the engine thread holds it while it progresses, the
+ * application thread for connection setup and the direct path. Completion
+ * callbacks of inner operations run inside progress(), on whichever thread
+ * called it, with the lock held.
+ *
+ * Inner ep creation never blocks on the network: tcp connects
+ * non-blockingly (CONN_NB=y is set for pxn's inner tcp), rc creates and
+ * moves QPs with local verbs calls only.
  */
 #ifndef PXN_UCT_PXN_NET_H_
 #define PXN_UCT_PXN_NET_H_
 
 #include "pxn_net_md.h"
 
+#include <ucs/pxn/address.h>
+
 #include <uct/api/uct.h>
 
 #include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
 
 namespace pxn {
 namespace uct {
@@ -28,9 +36,78 @@ class Net {
 public:
     enum class ConnectMode { kIface, kEp };
 
-    ~Net();
+    virtual ~Net() = default;
     Net(const Net&) = delete;
     Net &operator=(const Net&) = delete;
+
+    std::mutex             &lock() { return lock_; }
+    const std::string      &tl_name() const { return tl_name_; }
+    const std::string      &device() const { return device_; }
+    /* The inner iface's attributes (limits, address lengths, performance). */
+    const uct_iface_attr_t &attr() const { return attr_; }
+    ConnectMode             mode() const { return mode_; }
+    /* get_zcopy usable: cuda_ipc keeps the flag but sets max_zcopy 0 when
+     * it disables gets. */
+    bool has_get() const
+    {
+        return (attr_.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) &&
+               (attr_.cap.get.max_zcopy > 0);
+    }
+
+    virtual Bytes device_address() const = 0;
+    virtual Bytes iface_address() const = 0;
+    virtual bool  is_reachable(const uint8_t *dev_addr,
+                               const uint8_t *iface_addr) const = 0;
+
+    virtual ucs_status_t ep_create_to_iface(const uint8_t *dev_addr,
+                                            const uint8_t *iface_addr,
+                                            uct_ep_h *ep) = 0;
+    virtual ucs_status_t ep_create_unconnected(uct_ep_h *ep, Bytes *addr) = 0;
+    virtual ucs_status_t ep_connect(uct_ep_h ep, const uint8_t *dev_addr,
+                                    const uint8_t *ep_addr) = 0;
+    /* Cancels what is still in flight on it. */
+    virtual void         ep_destroy(uct_ep_h ep) = 0;
+
+    virtual ucs_status_t put_zcopy(uct_ep_h ep, const uct_iov_t *iov,
+                                   uint64_t remote_addr, uct_rkey_t rkey,
+                                   uct_completion_t *comp) = 0;
+    virtual ucs_status_t get_zcopy(uct_ep_h ep, const uct_iov_t *iov,
+                                   uint64_t remote_addr, uct_rkey_t rkey,
+                                   uct_completion_t *comp) = 0;
+
+    /* A packed inner rkey (as a peer's md packed it). */
+    virtual ucs_status_t rkey_unpack(const uint8_t *packed,
+                                     uct_rkey_bundle_t *rkey) = 0;
+    virtual void         rkey_release(uct_rkey_bundle_t *rkey) = 0;
+
+    /* Registration of local memory (the relay's staging memory). */
+    virtual ucs_status_t mem_reg(void *address, size_t length,
+                                 uct_mem_h *memh) = 0;
+    virtual void         mem_dereg(uct_mem_h memh) = 0;
+
+    virtual unsigned progress() = 0;
+    /* An fd that becomes readable when progress() may have work, after
+     * arm() returned UCS_OK; -1 when the inner iface has none (then the
+     * caller must poll). arm() returns UCS_ERR_BUSY if events are already
+     * pending. */
+    virtual int          event_fd() const { return -1; }
+    virtual ucs_status_t arm() { return UCS_ERR_UNSUPPORTED; }
+
+protected:
+    Net() = default;
+
+    std::string      tl_name_;
+    std::string      device_;
+    uct_iface_attr_t attr_{};
+    ConnectMode      mode_ = ConnectMode::kIface;
+
+private:
+    std::mutex       lock_;
+};
+
+class UctNet final : public Net {
+public:
+    ~UctNet() override;
 
     /* Opens `tl_name` on `device` of `md` on a new private worker.
      * `prefer_ep` forces the ep-to-ep model when both are supported. */
@@ -38,50 +115,53 @@ public:
                              const std::string &device, bool prefer_ep,
                              std::unique_ptr<Net> *net);
 
-    std::mutex             &lock() { return lock_; }
-    const std::string      &tl_name() const { return tl_name_; }
-    const std::string      &device() const { return device_; }
-    const uct_iface_attr_t &attr() const { return attr_; }
-    ConnectMode             mode() const { return mode_; }
-    uct_iface_h             iface() const { return iface_; }
-    uct_md_h                md() const { return md_; }
-    uct_component_h         component() const { return component_; }
-    bool                    has_get() const;
-
-    /* Local addresses; sizes from attr(). */
-    std::vector<uint8_t> device_address() const;
-    std::vector<uint8_t> iface_address() const;
-
-    /* Caller holds lock(). */
+    Bytes device_address() const override;
+    Bytes iface_address() const override;
+    bool  is_reachable(const uint8_t *dev_addr,
+                       const uint8_t *iface_addr) const override;
     ucs_status_t ep_create_to_iface(const uint8_t *dev_addr,
-                                    const uint8_t *iface_addr, uct_ep_h *ep);
-    ucs_status_t ep_create_unconnected(uct_ep_h *ep, std::vector<uint8_t> *addr);
+                                    const uint8_t *iface_addr,
+                                    uct_ep_h *ep) override;
+    ucs_status_t ep_create_unconnected(uct_ep_h *ep, Bytes *addr) override;
     ucs_status_t ep_connect(uct_ep_h ep, const uint8_t *dev_addr,
-                            const uint8_t *ep_addr);
-    bool         is_reachable(const uint8_t *dev_addr,
-                              const uint8_t *iface_addr) const;
-    unsigned     progress();
-
-    /* An fd that becomes readable when progress() may have work, after
-     * arm() returned UCS_OK; -1 when the inner iface has no event fd (then
-     * the caller must poll). arm() returns UCS_ERR_BUSY if events are
-     * already pending. Caller holds lock(). */
-    int          event_fd() const { return event_fd_; }
-    ucs_status_t arm();
+                            const uint8_t *ep_addr) override;
+    void         ep_destroy(uct_ep_h ep) override { uct_ep_destroy(ep); }
+    ucs_status_t put_zcopy(uct_ep_h ep, const uct_iov_t *iov,
+                           uint64_t remote_addr, uct_rkey_t rkey,
+                           uct_completion_t *comp) override
+    {
+        return uct_ep_put_zcopy(ep, iov, 1, remote_addr, rkey, comp);
+    }
+    ucs_status_t get_zcopy(uct_ep_h ep, const uct_iov_t *iov,
+                           uint64_t remote_addr, uct_rkey_t rkey,
+                           uct_completion_t *comp) override
+    {
+        return uct_ep_get_zcopy(ep, iov, 1, remote_addr, rkey, comp);
+    }
+    ucs_status_t rkey_unpack(const uint8_t *packed,
+                             uct_rkey_bundle_t *rkey) override
+    {
+        return uct_rkey_unpack(component_, packed, rkey);
+    }
+    void         rkey_release(uct_rkey_bundle_t *rkey) override
+    {
+        uct_rkey_release(component_, rkey);
+    }
+    ucs_status_t mem_reg(void *address, size_t length, uct_mem_h *memh) override;
+    void         mem_dereg(uct_mem_h memh) override;
+    unsigned     progress() override { return uct_worker_progress(worker_); }
+    int          event_fd() const override { return event_fd_; }
+    ucs_status_t arm() override;
 
 private:
-    Net() = default;
+    UctNet() = default;
 
-    std::mutex           lock_;
-    std::string          tl_name_;
-    std::string          device_;
     ucs_async_context_t *async_     = nullptr;
     uct_worker_h         worker_    = nullptr;
     uct_iface_h          iface_     = nullptr;
     uct_md_h             md_        = nullptr;
+    std::string          md_name_;
     uct_component_h      component_ = nullptr;
-    uct_iface_attr_t     attr_{};
-    ConnectMode          mode_      = ConnectMode::kIface;
     int                  event_fd_  = -1;
     unsigned             events_    = 0;
 };

@@ -178,5 +178,25 @@ const InnerDevice *InnerMd::device(const std::string &name) const
     return nullptr;
 }
 
+ucs_status_t InnerMd::open_for_device(const std::string &device,
+                                      const std::vector<std::string> &net_tls,
+                                      std::unique_ptr<InnerMd> *md)
+{
+    for (const InnerMdInfo &info : list_inner_mds(net_tls)) {
+        for (const InnerDevice &dev : info.devices) {
+            if (dev.name == device) {
+                std::unique_ptr<InnerMd> opened(new InnerMd());
+                ucs_status_t status = open(pxn_md_name(info.md_name), net_tls,
+                                           opened.get());
+                if (status == UCS_OK) {
+                    *md = std::move(opened);
+                }
+                return status;
+            }
+        }
+    }
+    return UCS_ERR_NO_DEVICE;
+}
+
 } // namespace uct
 } // namespace pxn

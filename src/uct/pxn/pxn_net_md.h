@@ -11,6 +11,7 @@
 
 #include <uct/api/uct.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,11 @@ public:
     static ucs_status_t open(const std::string &pxn_md_name,
                              const std::vector<std::string> &net_tls,
                              InnerMd *md);
+    /* Opens the inner md that has network device `device`.
+     * UCS_ERR_NO_DEVICE: none has it. */
+    static ucs_status_t open_for_device(const std::string &device,
+                                        const std::vector<std::string> &net_tls,
+                                        std::unique_ptr<InnerMd> *md);
 
     uct_md_h               md() const { return md_; }
     uct_component_h        component() const { return info_.component; }

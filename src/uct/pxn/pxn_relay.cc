@@ -1,6 +1,8 @@
 #include "pxn_relay.h"
 
 #include <ucs/debug/log_def.h>
+#include <ucs/pxn/identity.h>
+#include <ucs/pxn/lane_claim.h>
 
 #include <algorithm>
 #include <cstring>
@@ -8,18 +10,21 @@
 namespace pxn {
 namespace uct {
 
-ucs_status_t Relay::create(Net *net, RegistryEntry *entry, uint8_t *arena,
-                           uct_mem_h arena_memh, const Settings &settings,
+ucs_status_t Relay::create(const Params &params, const Settings &settings,
                            std::unique_ptr<Relay> *relay_p)
 {
     std::unique_ptr<Relay> relay(new Relay());
-    relay->net_      = net;
-    relay->entry_    = entry;
-    relay->arena_    = arena;
-    relay->memh_     = arena_memh;
-    relay->geometry_ = settings.geometry;
-    relay->counters_ = &reinterpret_cast<abi::ProcessCounters*>(
-                               entry->view().base + abi::kCountersOffset)->relay;
+    Net *net           = params.net;
+    relay->net_        = net;
+    relay->entry_      = params.entry;
+    relay->registry_   = params.registry;
+    relay->arena_      = params.arena;
+    relay->memh_       = params.arena_memh;
+    relay->geometry_   = settings.geometry;
+    relay->counters_   = &reinterpret_cast<abi::ProcessCounters*>(
+                                 params.entry->view().base +
+                                 abi::kCountersOffset)->relay;
+    relay->routes_.reset(new RouteTable(net, settings.routes, params.is_local));
 
     const uct_iface_attr_t &attr = net->attr();
     /* No inner operation exceeds a slot: clamp "unlimited" inner limits. */
@@ -38,10 +43,14 @@ ucs_status_t Relay::create(Net *net, RegistryEntry *entry, uint8_t *arena,
         return status;
     }
 
+    const size_t route_words = (settings.routes + 63) / 64;
     relay->lanes_.resize(settings.geometry.lanes);
     for (uint32_t i = 0; i < settings.geometry.lanes; ++i) {
-        relay->lanes_[i].block = entry->lane(i);
-        relay->lanes_[i].tracker.reset(settings.geometry.slots);
+        Lane &lane = relay->lanes_[i];
+        lane.block = params.entry->lane(i);
+        lane.index = i;
+        lane.tracker.reset(settings.geometry.slots);
+        lane.held.assign(route_words, 0);
     }
     relay->pieces_.resize(settings.inflight_depth);
     for (Piece &piece : relay->pieces_) {
@@ -60,27 +69,36 @@ ucs_status_t Relay::create(Net *net, RegistryEntry *entry, uint8_t *arena,
 Relay::~Relay()
 {
     /* The owner drains in-flight pieces (progress until inflight() == 0)
-     * before destroying the relay; eps and rkeys go now. */
+     * before destroying the relay; routes and rkeys go now. */
     for (Lane &lane : lanes_) {
         drop_lane(lane);
     }
 }
 
+void Relay::set_held(Lane &lane, uint32_t route, bool held)
+{
+    uint64_t &word = lane.held[route / 64];
+    const uint64_t bit = 1ull << (route % 64);
+    word = held ? (word | bit) : (word & ~bit);
+}
+
 void Relay::drop_lane(Lane &lane)
 {
-    for (Route &route : lane.routes) {
-        if (route.ep != nullptr) {
-            uct_ep_destroy(route.ep);
+    for (uint32_t w = 0; w < lane.held.size(); ++w) {
+        for (uint64_t bits = lane.held[w]; bits != 0; bits &= bits - 1) {
+            routes_->release(w * 64 + __builtin_ctzll(bits));
         }
-        route = Route();
+        lane.held[w] = 0;
     }
     for (Rkey &rkey : lane.rkeys) {
         if (rkey.valid) {
-            uct_rkey_release(net_->component(), &rkey.bundle);
+            net_->rkey_release(&rkey.bundle);
         }
         rkey = Rkey();
     }
-    lane.epoch = 0;
+    std::fill(std::begin(lane.mailbox_gen), std::end(lane.mailbox_gen), 0);
+    lane.stalled_since = 0;
+    lane.epoch         = 0;
 }
 
 /* Follows the lane's owner block (a seqlock keyed on lane_epoch, see
@@ -121,6 +139,7 @@ unsigned Relay::sync_owner(Lane &lane)
     abi::LaneConsumer &consumer = lane.block.consumer();
     lane.next_seq               = start + 1;
     lane.tracker.reset(geometry_.slots, start);
+    lane.stalled_since          = 0;
     abi::store_relaxed(consumer.consumed, start);
     abi::store_relaxed(consumer.completed, start);
     for (uint32_t slot = 0; slot < geometry_.slots; ++slot) {
@@ -130,119 +149,69 @@ unsigned Relay::sync_owner(Lane &lane)
     lane.epoch = e1;
     lane.owner = who;
     abi::bump(counters_->lane_resets);
-    ucs_debug("pxn: relay lane %p now owned by pid %u (lane epoch %lx)",
-              lane.block.base(), owner.owner_pid, e1);
+    ucs_debug("pxn: relay lane %u now owned by pid %u (lane epoch %lx)",
+              lane.index, who.pid, e1);
     return 1;
 }
 
 unsigned Relay::serve_routes(Lane &lane)
 {
     unsigned work = 0;
-    for (uint32_t i = 0; i < abi::kMaxRoutes; ++i) {
-        const uint64_t gen = abi::load_acquire(lane.block.route(i).request.request_gen);
-        /* Replacing an ep that pieces may still use waits until the lane
-         * is quiet: a sender cannot make us destroy an ep in use. */
-        if ((gen != lane.routes[i].gen) &&
-            ((lane.routes[i].ep == nullptr) || (lane.inflight == 0) ||
-             !lane.routes[i].connected)) {
-            serve_route(lane, i, gen);
-            ++work;
+    for (uint32_t i = 0; i < abi::kRouteMailboxes; ++i) {
+        abi::RouteEntry &mailbox = lane.block.route(i);
+        const uint64_t gen       = route_request_gen(&mailbox.request);
+        if ((gen == lane.mailbox_gen[i]) || (gen == 0)) {
+            continue;
         }
+        lane.mailbox_gen[i] = gen;
+        ++work;
+
+        RouteMessage request;
+        RouteAnswer answer;
+        answer.status = read_route_request(&mailbox.request, &request);
+        if (answer.status == UCS_OK) {
+            answer.route = request.route;
+            if (request.kind == abi::kRouteRelease) {
+                if (holds(lane, request.route)) {
+                    set_held(lane, request.route, false);
+                    routes_->release(request.route);
+                } else {
+                    answer.status = UCS_ERR_INVALID_PARAM;
+                }
+            } else if ((request.kind == abi::kRouteConnectEp) &&
+                       !holds(lane, request.route)) {
+                answer.status = UCS_ERR_INVALID_PARAM;
+            } else {
+                const bool new_hold = (request.kind != abi::kRouteConnectEp);
+                answer = routes_->serve(request);
+                if ((answer.status == UCS_OK) && new_hold) {
+                    if (holds(lane, answer.route)) {
+                        routes_->release(answer.route); /* one hold a lane */
+                    }
+                    set_held(lane, answer.route, true);
+                }
+            }
+        }
+        if (answer.status == UCS_OK) {
+            abi::bump(counters_->routes, request.kind != abi::kRouteRelease);
+        } else {
+            abi::bump(counters_->route_errors);
+            ucs_debug("pxn: relay lane %u route request (kind %u) failed: %s",
+                      lane.index, unsigned(request.kind),
+                      ucs_status_string(answer.status));
+        }
+        post_route_reply(&mailbox.reply, gen, answer);
+    }
+    if (work != 0) {
+        abi::store_relaxed(counters_->routes_active, uint64_t(routes_->active()));
     }
     return work;
 }
 
-void Relay::serve_route(Lane &lane, uint32_t index, uint64_t gen)
-{
-    abi::RouteEntry &entry = lane.block.route(index);
-    Route &route           = lane.routes[index];
-    abi::RouteRequest req;
-    memcpy(&req, &entry.request, sizeof(req)); /* private copy */
-    route.gen = gen;
-
-    ucs_status_t status = UCS_OK;
-    std::vector<uint8_t> own_addr;
-    const uct_iface_attr_t &attr = net_->attr();
-    /* A device address is needed except for the first to-ep round. */
-    const bool first_ep_round = (req.flags == abi::kRouteConnectToEp) &&
-                                (req.ep_addr_len == 0);
-    const bool lengths_ok = (req.iface_addr_len <= abi::kIfaceAddrMax) &&
-                            (req.ep_addr_len <= abi::kEpAddrMax) &&
-                            (first_ep_round ?
-                             (req.dev_addr_len == 0) :
-                             (req.dev_addr_len == attr.device_addr_len));
-
-    if (gen == 0) {
-        status = UCS_OK; /* reset by a claim */
-    } else if (req.flags == 0) {
-        /* Released by the sender. */
-        if (route.ep != nullptr) {
-            uct_ep_destroy(route.ep);
-        }
-        route  = Route{gen, nullptr, false};
-        status = UCS_OK;
-    } else if (!lengths_ok) {
-        status = UCS_ERR_INVALID_PARAM;
-    } else if (req.flags & abi::kRouteConnectToIface) {
-        if ((net_->mode() != Net::ConnectMode::kIface) ||
-            (req.iface_addr_len != attr.iface_addr_len) ||
-            !net_->is_reachable(req.dev_addr, req.iface_addr)) {
-            status = UCS_ERR_UNREACHABLE;
-        } else {
-            if (route.ep != nullptr) {
-                uct_ep_destroy(route.ep);
-                route = Route{gen, nullptr, false};
-            }
-            status = net_->ep_create_to_iface(req.dev_addr, req.iface_addr,
-                                              &route.ep);
-            route.connected = (status == UCS_OK);
-        }
-    } else if (req.flags & abi::kRouteConnectToEp) {
-        if (net_->mode() != Net::ConnectMode::kEp) {
-            status = UCS_ERR_UNSUPPORTED;
-        } else if (first_ep_round) {
-            /* First round: an unconnected ep whose address goes back. */
-            if (route.ep != nullptr) {
-                uct_ep_destroy(route.ep);
-                route = Route{gen, nullptr, false};
-            }
-            /* Reply: u8 device address length | device address | ep address */
-            std::vector<uint8_t> ep_addr;
-            status = net_->ep_create_unconnected(&route.ep, &ep_addr);
-            const std::vector<uint8_t> dev = net_->device_address();
-            own_addr.push_back(static_cast<uint8_t>(dev.size()));
-            own_addr.insert(own_addr.end(), dev.begin(), dev.end());
-            own_addr.insert(own_addr.end(), ep_addr.begin(), ep_addr.end());
-        } else if ((route.ep == nullptr) ||
-                   (req.ep_addr_len != attr.ep_addr_len)) {
-            status = UCS_ERR_INVALID_PARAM;
-        } else {
-            status          = net_->ep_connect(route.ep, req.dev_addr,
-                                               req.ep_addr);
-            route.connected = (status == UCS_OK);
-        }
-    } else {
-        status = UCS_ERR_INVALID_PARAM;
-    }
-
-    if (status == UCS_OK) {
-        abi::bump(counters_->routes, route.connected);
-    } else {
-        abi::bump(counters_->route_errors);
-        ucs_debug("pxn: relay route %u of lane %p failed: %s", index,
-                  lane.block.base(), ucs_status_string(status));
-    }
-    abi::RouteReply &reply = entry.reply;
-    reply.status           = status;
-    reply.ep_addr_len      = static_cast<uint16_t>(own_addr.size());
-    if (!own_addr.empty() && (own_addr.size() <= abi::kEpAddrMax)) {
-        memcpy(reply.ep_addr, own_addr.data(), own_addr.size());
-    }
-    abi::store_release(reply.reply_gen, gen);
-}
-
 /* Makes the cached unpacked rkeys of every rkey index the snapshot uses
- * current; returns the bitmask of valid ones. */
+ * current; returns the bitmask of valid ones. A key in use by a piece in
+ * flight is never released: a descriptor naming a newer generation of it
+ * is refused instead (a sender only rewrites keys it no longer uses). */
 uint64_t Relay::refresh_rkeys(Lane &lane, const DescriptorSnapshot &snapshot)
 {
     uint64_t valid = 0;
@@ -255,8 +224,11 @@ uint64_t Relay::refresh_rkeys(Lane &lane, const DescriptorSnapshot &snapshot)
         Rkey &rkey            = lane.rkeys[index];
         const uint64_t gen    = abi::load_acquire(entry.gen);
         if ((gen != rkey.gen) || !rkey.valid) {
+            if (rkey.users != 0) {
+                continue;
+            }
             if (rkey.valid) {
-                uct_rkey_release(net_->component(), &rkey.bundle);
+                net_->rkey_release(&rkey.bundle);
                 rkey.valid = false;
             }
             rkey.gen = gen;
@@ -264,13 +236,15 @@ uint64_t Relay::refresh_rkeys(Lane &lane, const DescriptorSnapshot &snapshot)
             if ((gen == 0) || (length > abi::kRkeyMax)) {
                 continue;
             }
-            memcpy(rkey_buf_.data(), entry.packed, length);
+            for (uint32_t b = 0; b < length; ++b) {
+                rkey_buf_[b] = abi::load_relaxed(entry.packed[b]);
+            }
             std::atomic_thread_fence(std::memory_order_acquire);
             if (abi::load_relaxed(entry.gen) != gen) {
                 continue; /* rewritten while copied */
             }
-            rkey.valid = (uct_rkey_unpack(net_->component(), rkey_buf_.data(),
-                                          &rkey.bundle) == UCS_OK);
+            rkey.valid = (net_->rkey_unpack(rkey_buf_.data(), &rkey.bundle) ==
+                          UCS_OK);
         }
         if (rkey.valid) {
             valid |= 1ull << index;
@@ -289,15 +263,47 @@ Relay::Piece *Relay::free_piece()
     return nullptr;
 }
 
-unsigned Relay::start_piece(Lane &lane, uint32_t lane_index)
+void Relay::check_stall(Lane &lane)
+{
+    const abi::LaneProducer &producer = lane.block.producer();
+    const bool stalled = (abi::load_acquire(producer.head) >= lane.next_seq) &&
+                         (abi::load_acquire(producer.doorbell) < lane.next_seq);
+    const uint64_t now = monotonic_ns();
+    if (!stalled) {
+        lane.stalled_since = 0;
+        return;
+    }
+    if (lane.stalled_since == 0) {
+        lane.stalled_since    = now;
+        lane.next_owner_check = now + kStallNs;
+        return;
+    }
+    if (now < lane.next_owner_check) {
+        return;
+    }
+    lane.next_owner_check = now + kStallNs;
+    if (is_alive(lane.owner.pid, lane.owner.start_time)) {
+        return;
+    }
+    /* Its sender died between commit and doorbell: free the lane (the next
+     * round drops it). A busy registry lock is tried again later. */
+    if (registry_->free_dead_lanes(entry_->view(), Registry::LockWait::kTry) > 0) {
+        ucs_debug("pxn: relay lane %u: owner pid %u died before ringing its "
+                  "doorbell: lane freed", lane.index, lane.owner.pid);
+    }
+}
+
+unsigned Relay::start_piece(Lane &lane)
 {
     abi::LaneProducer &producer = lane.block.producer();
     if ((lane.epoch == 0) ||
         (abi::load_relaxed(lane.block.owner().lane_epoch) != lane.epoch) ||
         (abi::load_acquire(producer.doorbell) < lane.next_seq) ||
         (lane.tracker.check(lane.next_seq) != UCS_OK)) {
+        check_stall(lane);
         return 0;
     }
+    lane.stalled_since = 0;
     Piece *piece = free_piece();
     if (piece == nullptr) {
         return 0;
@@ -308,26 +314,33 @@ unsigned Relay::start_piece(Lane &lane, uint32_t lane_index)
     abi::store_release(lane.block.consumer().consumed, seq);
     piece->snapshot.load(&lane.block.descriptor(slot));
 
-    uint32_t routes_valid = 0;
-    for (uint32_t r = 0; r < abi::kMaxRoutes; ++r) {
-        routes_valid |= uint32_t(lane.routes[r].connected) << r;
-    }
+    const uint32_t route = piece->snapshot.header().route;
     const LaneCheck check{seq, lane.epoch, geometry_.slot_size,
-                          geometry_.max_plan, routes_valid,
+                          geometry_.max_plan, routes_->capacity(),
+                          holds(lane, route) && routes_->usable(route),
                           refresh_rkeys(lane, piece->snapshot)};
     DescReason reason;
     ucs_status_t status = validate_descriptor(piece->snapshot, check, &reason);
     if ((status == UCS_OK) && (piece->snapshot.header().op == abi::kOpGet) &&
         !net_->has_get()) {
         /* The descriptor comes from another process: a get for an inner
-         * transport without get_zcopy (tcp) would call a NULL op. */
+         * transport without get_zcopy (tcp) must not reach it. */
         reason = DescReason::kBadOp;
         status = UCS_ERR_UNSUPPORTED;
+    }
+    if ((status == UCS_ERR_INVALID_PARAM) && (reason == DescReason::kRouteInvalid) &&
+        holds(lane, route)) {
+        /* A well-formed piece on a route whose inner ep failed: the target
+         * is gone from here (a new route gets a new ep). */
+        abi::bump(counters_->failed_pieces);
+        complete_piece(&lane.block.completion(0), &lane.block.consumer(),
+                       &lane.tracker, seq, UCS_ERR_UNREACHABLE);
+        return 1;
     }
     if (status != UCS_OK) {
         abi::bump(counters_->rejected);
         ucs_debug("pxn: relay rejected seq %lu of lane %u: %s", seq,
-                  lane_index, desc_reason_name(reason));
+                  lane.index, desc_reason_name(reason));
         complete_piece(&lane.block.completion(0), &lane.block.consumer(),
                        &lane.tracker, seq, status);
         return 1;
@@ -338,15 +351,23 @@ unsigned Relay::start_piece(Lane &lane, uint32_t lane_index)
     piece->seq       = seq;
     piece->epoch     = lane.epoch;
     piece->status    = UCS_OK;
-    piece->slot_base = slot_offset(lane_index, slot, geometry_.slots,
+    piece->route     = route;
+    piece->slot_base = slot_offset(lane.index, slot, geometry_.slots,
                                    geometry_.slot_size);
-    piece->ep        = lane.routes[piece->snapshot.header().route].ep;
+    piece->rkeys     = 0;
+    for (uint32_t i = 0; i < piece->snapshot.header().plan_count; ++i) {
+        piece->rkeys |= 1ull << piece->snapshot.plans()[i].rkey_index;
+    }
+    for (uint64_t bits = piece->rkeys; bits != 0; bits &= bits - 1) {
+        ++lane.rkeys[__builtin_ctzll(bits)].users;
+    }
     piece->has_op    = false;
     piece->slicer.reset(policy_, piece->snapshot.plans(),
                         piece->snapshot.header().plan_count);
     piece->comp.func   = piece_completed;
     piece->comp.count  = 1; /* guard while posting */
     piece->comp.status = UCS_OK;
+    routes_->piece_started(route);
     ++lane.inflight;
     ++inflight_;
     abi::store_relaxed(counters_->inflight, uint64_t(inflight_));
@@ -360,6 +381,7 @@ void Relay::post(Piece &piece)
 {
     const Lane &lane = *piece.lane;
     const bool  get  = (piece.snapshot.header().op == abi::kOpGet);
+    uct_ep_h    ep   = routes_->ep(piece.route);
 
     piece.posting = true;
     while ((piece.status == UCS_OK) &&
@@ -374,10 +396,10 @@ void Relay::post(Piece &piece)
         const uct_rkey_t rkey = lane.rkeys[piece.op.rkey_index].bundle.rkey;
         ++piece.comp.count;
         ucs_status_t status =
-                get ? uct_ep_get_zcopy(piece.ep, &iov, 1, piece.op.remote_addr,
-                                       rkey, &piece.comp) :
-                      uct_ep_put_zcopy(piece.ep, &iov, 1, piece.op.remote_addr,
-                                       rkey, &piece.comp);
+                get ? net_->get_zcopy(ep, &iov, piece.op.remote_addr, rkey,
+                                      &piece.comp) :
+                      net_->put_zcopy(ep, &iov, piece.op.remote_addr, rkey,
+                                      &piece.comp);
         if (status != UCS_INPROGRESS) {
             --piece.comp.count;
         }
@@ -408,6 +430,10 @@ void Relay::finish(Piece &piece)
     Lane &lane = *piece.lane;
     ucs_status_t status = (piece.status != UCS_OK) ? piece.status :
                                                      piece.comp.status;
+    for (uint64_t bits = piece.rkeys; bits != 0; bits &= bits - 1) {
+        --lane.rkeys[__builtin_ctzll(bits)].users;
+    }
+    routes_->piece_finished(piece.route, status);
     if (piece.epoch == lane.epoch) {
         abi::store_relaxed(counters_->last_completion_ns, monotonic_ns());
         if (status == UCS_OK) {
@@ -441,15 +467,14 @@ unsigned Relay::progress()
 
     const uint32_t lanes = static_cast<uint32_t>(lanes_.size());
     for (uint32_t n = 0; n < lanes; ++n) {
-        const uint32_t index = (next_lane_ + n) % lanes;
-        Lane &lane           = lanes_[index];
+        Lane &lane = lanes_[(next_lane_ + n) % lanes];
         work += sync_owner(lane);
         if (lane.epoch == 0) {
             continue;
         }
         work += serve_routes(lane);
         if (inflight_ < pieces_.size()) {
-            work += start_piece(lane, index);
+            work += start_piece(lane);
         }
     }
     next_lane_ = (next_lane_ + 1) % lanes;
@@ -458,6 +483,7 @@ unsigned Relay::progress()
 
 bool Relay::has_work() const
 {
+    const uint64_t now = monotonic_ns();
     for (const Lane &lane : lanes_) {
         const abi::LaneOwner &owner = lane.block.owner();
         if (abi::load_acquire(owner.lane_epoch) != lane.epoch) {
@@ -469,12 +495,17 @@ bool Relay::has_work() const
         if (lane.epoch == 0) {
             continue;
         }
-        if (abi::load_acquire(lane.block.producer().head) >= lane.next_seq) {
+        /* A committed descriptor is work until its doorbell comes (a GPU
+         * stream rings it without notifying), but only for kStallNs: a
+         * sender that died before ringing must not keep us spinning. */
+        if ((abi::load_acquire(lane.block.producer().head) >= lane.next_seq) &&
+            ((lane.stalled_since == 0) ||
+             (now - lane.stalled_since < kStallNs))) {
             return true;
         }
-        for (uint32_t i = 0; i < abi::kMaxRoutes; ++i) {
-            if (abi::load_acquire(lane.block.route(i).request.request_gen) !=
-                lane.routes[i].gen) {
+        for (uint32_t i = 0; i < abi::kRouteMailboxes; ++i) {
+            const uint64_t gen = route_request_gen(&lane.block.route(i).request);
+            if ((gen != 0) && (gen != lane.mailbox_gen[i])) {
                 return true;
             }
         }

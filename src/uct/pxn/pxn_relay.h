@@ -1,28 +1,36 @@
 /*
- * The relay engine: serves the inbound lanes of this process's registry
- * entry. For each lane it follows the owner (claims, restarts), answers
- * route requests by creating inner eps, picks up published pieces in seq
- * order, validates a private copy of each descriptor, forwards the piece
- * from its slot with the inner transport (put_zcopy for PUT, get_zcopy into
- * the slot for GET) and writes completions in seq order.
+ * The relay engine: serves the inbound lanes of one registry entry. For
+ * each lane it follows the owner (claims, restarts), answers route requests
+ * from the relay-wide route table, picks up published pieces in seq order,
+ * validates a private copy of each descriptor, forwards the piece from its
+ * slot with the inner transport (put_zcopy for PUT, get_zcopy into the slot
+ * for GET) and writes completions in seq order.
  *
  * Threading: progress() and everything else run on the engine thread with
  * the Net lock held; inner completion callbacks run inside Net::progress()
- * on that same thread. Nothing here blocks.
+ * on that same thread. Nothing here blocks: route requests are served in
+ * their own phase of a round, and creating an inner ep does not wait on
+ * the network (pxn_net.h).
  *
  * Rules kept (docs/design.md "Ownership and failure rules"):
- * - a malformed descriptor gets a failed completion and its slot back;
+ * - a malformed descriptor or route request gets a failed answer and the
+ *   lane goes on;
  * - at most one new piece per lane per round, round-robin over lanes, at
  *   most UCX_PXN_INFLIGHT_DEPTH pieces forwarded at once over all lanes;
  * - a lane without a published piece or without credit is skipped, never
  *   waited for;
  * - a new lane incarnation (lane_epoch) is acknowledged only after every
- *   piece of the old one finished; results of old pieces are not written.
+ *   piece of the old one finished; results of old pieces are not written;
+ * - an unpacked remote key stays alive while a piece that uses it is in
+ *   flight: a descriptor that names a key rewritten meanwhile is refused;
+ * - a lane whose sender committed a descriptor but never rang its doorbell
+ *   keeps the relay polling for at most kStallNs; then the owner's
+ *   liveness is checked every kStallNs and a dead owner's lane is freed.
  */
 #ifndef PXN_UCT_PXN_RELAY_H_
 #define PXN_UCT_PXN_RELAY_H_
 
-#include "pxn_net.h"
+#include "pxn_relay_routes.h"
 
 #include <ucs/pxn/control_file.h>
 #include <ucs/pxn/descriptor.h>
@@ -39,10 +47,19 @@ namespace uct {
 
 class Relay {
 public:
-    /* `arena` of geometry.arena_size() bytes, registered with the inner md
-     * (`arena_memh`). Everything must outlive the relay. */
-    static ucs_status_t create(Net *net, RegistryEntry *entry, uint8_t *arena,
-                               uct_mem_h arena_memh, const Settings &settings,
+    static constexpr uint64_t kStallNs = 100000000; /* 100 ms */
+
+    struct Params {
+        Net                   *net;
+        RegistryEntry         *entry;
+        Registry              *registry; /* frees lanes of dead owners */
+        uint8_t               *arena;    /* geometry.arena_size() bytes */
+        uct_mem_h              arena_memh;
+        RouteTable::LocalCheck is_local;
+    };
+
+    /* Everything in `params` must outlive the relay. */
+    static ucs_status_t create(const Params &params, const Settings &settings,
                                std::unique_ptr<Relay> *relay);
     ~Relay();
     Relay(const Relay&) = delete;
@@ -52,33 +69,32 @@ public:
     unsigned progress();
     /* Pieces forwarded right now. */
     unsigned inflight() const { return inflight_; }
-    /* Cheap check for work that appeared (doorbells, routes, owners), used
-     * after announcing sleep. */
+    /* Cheap check for work that appeared (doorbells, route requests,
+     * owners), used after announcing sleep. */
     bool has_work() const;
-    const abi::RelayCounters &counters() const { return *counters_; }
+    const RouteTable &routes() const { return *routes_; }
 
 private:
-    struct Route {
-        uint64_t gen       = 0;
-        uct_ep_h ep        = nullptr;
-        bool     connected = false;
-    };
-
     struct Rkey {
-        uint64_t          gen = 0;
+        uint64_t          gen   = 0;
         uct_rkey_bundle_t bundle{};
         bool              valid = false;
+        unsigned          users = 0; /* pieces in flight using it */
     };
 
     struct Lane {
-        LaneBlock         block;
-        uint64_t          epoch    = 0; /* acknowledged incarnation; 0: none */
-        ProcessIdentity   owner;        /* of the acknowledged incarnation */
-        uint64_t          next_seq = 1;
-        CompletionTracker tracker;
-        unsigned          inflight = 0;
-        Route             routes[abi::kMaxRoutes];
-        Rkey              rkeys[abi::kMaxRkeys];
+        LaneBlock             block;
+        uint32_t              index    = 0;
+        uint64_t              epoch    = 0; /* acknowledged incarnation */
+        ProcessIdentity       owner;        /* of that incarnation */
+        uint64_t              next_seq = 1;
+        CompletionTracker     tracker;
+        unsigned              inflight = 0;
+        uint64_t              mailbox_gen[abi::kRouteMailboxes] = {};
+        std::vector<uint64_t> held;   /* bit r: holds route r */
+        Rkey                  rkeys[abi::kMaxRkeys];
+        uint64_t              stalled_since = 0; /* head > doorbell since */
+        uint64_t              next_owner_check = 0;
     };
 
     struct Piece {
@@ -88,7 +104,8 @@ private:
         uint64_t           seq    = 0;
         uint64_t           epoch  = 0;
         uint64_t           slot_base = 0; /* offset of the slot in the arena */
-        uct_ep_h           ep     = nullptr;
+        uint32_t           route  = 0;
+        uint64_t           rkeys  = 0;    /* bit k: holds lane rkey k */
         DescriptorSnapshot snapshot;
         Slicer             slicer;
         InnerOp            op{};
@@ -103,27 +120,37 @@ private:
     unsigned sync_owner(Lane &lane);
     void     drop_lane(Lane &lane);
     unsigned serve_routes(Lane &lane);
-    void     serve_route(Lane &lane, uint32_t index, uint64_t gen);
-    unsigned start_piece(Lane &lane, uint32_t lane_index);
+    bool     holds(const Lane &lane, uint32_t route) const
+    {
+        return (route < routes_->capacity()) &&
+               (lane.held[route / 64] & (1ull << (route % 64)));
+    }
+    void     set_held(Lane &lane, uint32_t route, bool held);
+    unsigned start_piece(Lane &lane);
     uint64_t refresh_rkeys(Lane &lane, const DescriptorSnapshot &snapshot);
     void     post(Piece &piece);
     void     finish(Piece &piece);
     Piece   *free_piece();
+    /* A committed descriptor whose doorbell does not come: is its owner
+     * still there? */
+    void     check_stall(Lane &lane);
 
     static void piece_completed(uct_completion_t *comp);
 
-    Net                *net_   = nullptr;
-    RegistryEntry      *entry_ = nullptr;
-    uint8_t            *arena_ = nullptr;
-    uct_mem_h           memh_  = nullptr;
-    Geometry            geometry_;
-    SlicePolicy         policy_{};
-    std::vector<Lane>   lanes_;
-    std::vector<Piece>  pieces_;
-    std::vector<uint8_t> rkey_buf_;
-    unsigned            inflight_ = 0;
-    uint32_t            next_lane_ = 0;
-    abi::RelayCounters *counters_ = nullptr; /* in the control file */
+    Net                        *net_      = nullptr;
+    RegistryEntry              *entry_    = nullptr;
+    Registry                   *registry_ = nullptr;
+    uint8_t                    *arena_    = nullptr;
+    uct_mem_h                   memh_     = nullptr;
+    Geometry                    geometry_;
+    SlicePolicy                 policy_{};
+    std::unique_ptr<RouteTable> routes_;
+    std::vector<Lane>           lanes_;
+    std::vector<Piece>          pieces_;
+    std::vector<uint8_t>        rkey_buf_;
+    unsigned                    inflight_  = 0;
+    uint32_t                    next_lane_ = 0;
+    abi::RelayCounters         *counters_  = nullptr; /* in the control file */
 };
 
 } // namespace uct

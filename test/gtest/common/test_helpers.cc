@@ -1,5 +1,7 @@
 #include "test_helpers.h"
 
+#include <apps/locate.h>
+
 #include <chrono>
 #include <csignal>
 #include <cstdarg>
@@ -135,15 +137,23 @@ ChildResult run_program(const std::vector<std::string> &argv,
 
 std::string build_dir()
 {
-    /* Overridable to run the suite from a copy of the build elsewhere. */
-    const char *dir = getenv("PXN_BUILD_DIR");
-    return dir ? dir : PXN_BUILD_DIR;
+    return pxn_tools::build_dir();
+}
+
+std::string source_dir()
+{
+    return pxn_tools::source_dir();
+}
+
+std::string app(const std::string &name)
+{
+    return build_dir() + "/test/apps/" + name;
 }
 
 std::string ucx_prefix()
 {
     const char *prefix = getenv("PXN_UCX_PREFIX");
-    return prefix ? prefix : PXN_UCX_PREFIX;
+    return prefix ? prefix : pxn_tools::make_var("UCX_PREFIX");
 }
 
 static int remove_entry(const char *path, const struct stat *, int, struct FTW *)

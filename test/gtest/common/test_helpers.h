@@ -59,11 +59,13 @@ struct ChildResult {
 ChildResult run_program(const std::vector<std::string> &argv,
                         const std::vector<std::string> &env = {});
 
-/* Directory of the build tree (for helper programs); $PXN_BUILD_DIR
- * overrides it. */
+/* The build and source trees (test/apps/locate.h). */
 std::string build_dir();
+std::string source_dir();
+/* A program of test/apps in the build tree. */
+std::string app(const std::string &name);
 
-/* UCX install prefix; $PXN_UCX_PREFIX overrides it. */
+/* UCX install prefix: $PXN_UCX_PREFIX, else the build's UCX_PREFIX. */
 std::string ucx_prefix();
 
 /* Removes a file or a directory tree without following symlinks. */

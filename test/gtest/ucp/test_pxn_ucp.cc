@@ -14,7 +14,7 @@
  * RMA lane there and serves rendezvous puts). UCP's own tcp stays on the
  * frontend (UCX_NET_DEVICES, docs/topology.md).
  */
-#include <tools/peer_process.h>
+#include <apps/peer_process.h>
 
 #include "../common/test_helpers.h"
 
@@ -173,7 +173,7 @@ protected:
 
     static std::string script()
     {
-        return std::string(PXN_SOURCE_DIR) + "/contrib/topology.sh";
+        return pxn_test::source_dir() + "/contrib/topology.sh";
     }
 
     static std::string ucx_bin(const std::string &name)
@@ -183,7 +183,7 @@ protected:
 
     static std::string rma_check()
     {
-        return pxn_test::build_dir() + "/test/gtest/ucp/ucp_rma_check";
+        return pxn_test::app("ucp_rma_check");
     }
 
     std::string group(int node) const

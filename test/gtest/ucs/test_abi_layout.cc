@@ -23,13 +23,13 @@ namespace abi = pxn::abi;
 TEST(AbiLayout, ConstantsArePinned)
 {
     EXPECT_EQ(0, std::memcmp(&abi::kMagic, "oUCXPXN1", 8));
-    EXPECT_EQ(3u, abi::kAbiVersion);
+    EXPECT_EQ(4u, abi::kAbiVersion);
     EXPECT_EQ(1u, abi::kLaneKeepRoutes);
     EXPECT_EQ(64u, abi::kCacheLine);
     EXPECT_EQ(64u, abi::kNameMax);
     EXPECT_EQ(128u, abi::kHandleMax);
     EXPECT_EQ(32u, abi::kTlNameMax);
-    EXPECT_EQ(32u, abi::kMaxRoutes);
+    EXPECT_EQ(16u, abi::kRouteMailboxes);
     EXPECT_EQ(64u, abi::kMaxRkeys);
     EXPECT_EQ(240u, abi::kRkeyMax);
     EXPECT_EQ(64u, abi::kDevAddrMax);
@@ -49,8 +49,10 @@ TEST(AbiLayout, EnumValuesArePinned)
     EXPECT_EQ(1u, abi::kLaneClaimed);
     EXPECT_EQ(1u, abi::kOpPut);
     EXPECT_EQ(2u, abi::kOpGet);
-    EXPECT_EQ(1u, abi::kRouteConnectToIface);
-    EXPECT_EQ(2u, abi::kRouteConnectToEp);
+    EXPECT_EQ(1u, abi::kRouteToIface);
+    EXPECT_EQ(2u, abi::kRouteCreateEp);
+    EXPECT_EQ(3u, abi::kRouteConnectEp);
+    EXPECT_EQ(4u, abi::kRouteRelease);
 }
 
 TEST(AbiLayout, ProcessHeader)
@@ -101,6 +103,7 @@ TEST(AbiLayout, CountersSitBetweenHeaderAndLanes)
     EXPECT_EQ(8u, offsetof(abi::RelayCounters, bytes));
     EXPECT_EQ(24u, offsetof(abi::RelayCounters, rejected));
     EXPECT_EQ(56u, offsetof(abi::RelayCounters, inflight));
+    EXPECT_EQ(72u, offsetof(abi::RelayCounters, routes_active));
     EXPECT_EQ(16u, offsetof(abi::SenderCounters, credit_stalls));
     EXPECT_EQ(40u, offsetof(abi::SenderCounters, fallback_bytes));
     EXPECT_EQ(48u, offsetof(abi::SenderCounters, lanes));
@@ -150,11 +153,12 @@ TEST(AbiLayout, RouteEntry)
 {
     EXPECT_EQ(448u, sizeof(abi::RouteRequest));
     EXPECT_FIELD(RouteRequest, request_gen, 0, 8);
-    EXPECT_FIELD(RouteRequest, flags, 8, 4);
-    EXPECT_FIELD(RouteRequest, dev_addr_len, 12, 2);
-    EXPECT_FIELD(RouteRequest, iface_addr_len, 14, 2);
-    EXPECT_FIELD(RouteRequest, ep_addr_len, 16, 2);
-    EXPECT_FIELD(RouteRequest, reserved0, 18, 6);
+    EXPECT_FIELD(RouteRequest, kind, 8, 4);
+    EXPECT_FIELD(RouteRequest, route, 12, 4);
+    EXPECT_FIELD(RouteRequest, dev_addr_len, 16, 2);
+    EXPECT_FIELD(RouteRequest, iface_addr_len, 18, 2);
+    EXPECT_FIELD(RouteRequest, ep_addr_len, 20, 2);
+    EXPECT_FIELD(RouteRequest, reserved0, 22, 2);
     EXPECT_FIELD(RouteRequest, dev_addr, 24, 64);
     EXPECT_FIELD(RouteRequest, iface_addr, 88, 64);
     EXPECT_FIELD(RouteRequest, ep_addr, 152, 256);
@@ -163,10 +167,11 @@ TEST(AbiLayout, RouteEntry)
     EXPECT_EQ(320u, sizeof(abi::RouteReply));
     EXPECT_FIELD(RouteReply, reply_gen, 0, 8);
     EXPECT_FIELD(RouteReply, status, 8, 4);
-    EXPECT_FIELD(RouteReply, ep_addr_len, 12, 2);
-    EXPECT_FIELD(RouteReply, reserved0, 14, 2);
-    EXPECT_FIELD(RouteReply, ep_addr, 16, 256);
-    EXPECT_FIELD(RouteReply, reserved1, 272, 48);
+    EXPECT_FIELD(RouteReply, route, 12, 4);
+    EXPECT_FIELD(RouteReply, ep_addr_len, 16, 2);
+    EXPECT_FIELD(RouteReply, reserved0, 18, 6);
+    EXPECT_FIELD(RouteReply, ep_addr, 24, 256);
+    EXPECT_FIELD(RouteReply, reserved1, 280, 40);
 
     /* Sender's request and relay's reply in separate cache lines. */
     EXPECT_EQ(768u, sizeof(abi::RouteEntry));
@@ -212,15 +217,15 @@ TEST(AbiLayout, DefaultLaneLayout)
     const pxn::Geometry   g;
     const abi::LaneLayout l = abi::lane_layout(g.slots, g.max_plan);
     EXPECT_EQ(192u, l.routes);
-    EXPECT_EQ(192u + 32 * 768, l.rkeys);                  /* 24768 */
-    EXPECT_EQ(24768u + 64 * 256, l.completions);          /* 41152 */
-    EXPECT_EQ(41152u + 320, l.descriptors);               /* 18 x 16 -> 320 */
+    EXPECT_EQ(192u + 16 * 768, l.rkeys);                  /* 12480 */
+    EXPECT_EQ(12480u + 64 * 256, l.completions);          /* 28864 */
+    EXPECT_EQ(28864u + 320, l.descriptors);               /* 18 x 16 -> 320 */
     EXPECT_EQ(64u + 4096 * 16, l.desc_stride);            /* 65600 */
-    EXPECT_EQ(299u * 4096, l.lane_stride);                /* 1224704 */
+    EXPECT_EQ(296u * 4096, l.lane_stride);                /* 1212416 */
     EXPECT_LE(l.descriptors + 18 * l.desc_stride, l.lane_stride);
 
     /* Control file: header page + 7 lanes. */
-    EXPECT_EQ(8577024u, abi::kLaneOffset + g.lanes * l.lane_stride);
+    EXPECT_EQ(8491008u, abi::kLaneOffset + g.lanes * l.lane_stride);
 }
 
 TEST(AbiLayout, DefaultGeometryGives1008MiBArena)
@@ -237,10 +242,10 @@ TEST(AbiLayout, NonPowerOfTwoSlots)
 {
     const abi::LaneLayout l = abi::lane_layout(5, 3);
     EXPECT_EQ(192u, l.routes);
-    EXPECT_EQ(41152u, l.completions);
-    EXPECT_EQ(41152u + 128, l.descriptors);  /* 5 x 16 = 80 -> 128 */
+    EXPECT_EQ(28864u, l.completions);
+    EXPECT_EQ(28864u + 128, l.descriptors);  /* 5 x 16 = 80 -> 128 */
     EXPECT_EQ(128u, l.desc_stride);          /* 64 + 48 = 112 -> 128 */
-    EXPECT_EQ(11u * 4096, l.lane_stride);    /* 41920 -> 45056 */
+    EXPECT_EQ(8u * 4096, l.lane_stride);     /* 29632 -> 32768 */
 }
 
 TEST(AbiLayout, LaneLayoutInvariantsHoldForAllShapes)

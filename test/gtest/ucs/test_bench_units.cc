@@ -1,4 +1,4 @@
-#include <tools/bench_units.h>
+#include <bench/bench_units.h>
 
 #include <gtest/gtest.h>
 

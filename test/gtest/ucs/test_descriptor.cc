@@ -32,7 +32,8 @@ pxn::LaneCheck lane_check(uint64_t expected_seq = 5)
     lane.lane_epoch   = kEpoch;
     lane.slot_size    = kSlotSize;
     lane.max_plan     = kMaxPlan;
-    lane.routes_valid = (1u << 0) | (1u << 3) | (1u << 31);
+    lane.routes       = 32;   /* the relay's route table */
+    lane.route_usable = true; /* the descriptor's route: held and connected */
     lane.rkeys_valid  = 0x7 | (1ull << 63);
     return lane;
 }
@@ -86,19 +87,6 @@ TEST(Descriptor, WriterFillsEveryFieldAndCommitsSeq)
     EXPECT_EQ(&buf.plans[0], pxn::plans_of(&buf.header));
 }
 
-TEST(Descriptor, WriterTakesPlannerOutput)
-{
-    const pxn::PlannedSegment segments[] = {
-            {0x10, 0x5000, 64, 0, 1, 0, true},
-            {0x90, 0x6000, 32, 64, 2, 0, false}};
-    DescBuffer buf;
-    pxn::write_descriptor(&buf.header, 5, kEpoch, abi::kOpPut, 0, segments, 2);
-    EXPECT_EQ(96u, buf.header.length);
-    EXPECT_EQ(0x6000u, buf.plans[1].remote_addr);
-    EXPECT_EQ(2u, buf.plans[1].rkey_index);
-    EXPECT_EQ(DescReason::kOk, validate(buf, lane_check()));
-}
-
 TEST(Descriptor, AcceptsWellFormedPutAndGet)
 {
     DescBuffer buf;
@@ -138,12 +126,10 @@ TEST(Descriptor, RejectsEachCorruptedField)
          DescReason::kTooManyPlans},
         {"longer than slot", [](DescBuffer *b) { b->header.length = kSlotSize + 1; },
          DescReason::kTooLong},
-        {"route >= kMaxRoutes", [](DescBuffer *b) { b->header.route = abi::kMaxRoutes; },
+        {"route >= routes", [](DescBuffer *b) { b->header.route = 32; },
          DescReason::kRouteOutOfRange},
         {"route huge", [](DescBuffer *b) { b->header.route = UINT32_MAX; },
          DescReason::kRouteOutOfRange},
-        {"route unconnected", [](DescBuffer *b) { b->header.route = 1; },
-         DescReason::kRouteInvalid},
         {"empty plan", [](DescBuffer *b) { b->plans[1].length = 0; },
          DescReason::kEmptyPlan},
         {"rkey >= kMaxRkeys", [](DescBuffer *b) { b->plans[0].rkey_index = abi::kMaxRkeys; },
@@ -192,6 +178,17 @@ TEST(Descriptor, OldEpochFailsAsCanceled)
     ucs_status_t status;
     EXPECT_EQ(DescReason::kBadEpoch, validate(buf, lane, &status));
     EXPECT_EQ(UCS_ERR_CANCELED, status);
+}
+
+TEST(Descriptor, RejectsARouteTheLaneDoesNotHoldOrThatFailed)
+{
+    DescBuffer buf;
+    write_good(&buf);
+    pxn::LaneCheck lane = lane_check();
+    lane.route_usable   = false; /* the relay's verdict on header.route */
+    ucs_status_t status;
+    EXPECT_EQ(DescReason::kRouteInvalid, validate(buf, lane, &status));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, status);
 }
 
 TEST(Descriptor, AcceptsFullSlotAndBoundaryIndexes)

@@ -216,7 +216,7 @@ TEST_F(InfoToolTest, ShowsARelayItsCountersAndTheOwnerOfAClaimedLane)
             << r.output;
     EXPECT_NE(std::string::npos,
               r.output.find("relay:  pieces 11 bytes 45056 failed_pieces 0 "
-                            "rejected 2 routes 0 route_errors 0 lane_resets 1"))
+                            "rejected 2 routes 0 (0 active) route_errors 0 lane_resets 1"))
             << r.output;
     EXPECT_NE(std::string::npos,
               r.output.find("sender: pieces 0 bytes 0 credit_stalls 4 failed_ops 0 "
@@ -264,7 +264,7 @@ TEST_F(InfoToolTest, JsonOutputIsOneDocumentWithTheSameFacts)
                       ",\"owner\":\"alive\""),
           std::string("\"head\":7,\"doorbell\":7,\"reaped\":5"),
           std::string("\"credit_in_use\":2,\"credit_garbage\":false,"
-                      "\"routes_in_use\":1,\"rkeys_in_use\":1"),
+                      "\"route_requests_pending\":1,\"rkeys_in_use\":1"),
           std::string("\"files\":[\"arena\",\"wake\"]")}) {
         EXPECT_NE(std::string::npos, r.output.find(key)) << key << "\n" << r.output;
     }

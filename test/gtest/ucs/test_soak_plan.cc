@@ -1,9 +1,9 @@
 /*
- * The soak's pass planner (src/tools/soak_plan.h): every pass covers every
+ * The soak's pass planner (test/apps/soak_plan.h): every pass covers every
  * byte of its buffer, stays inside it, and keeps each command within the
  * transport's limits and kMaxChunks operations.
  */
-#include <tools/soak_plan.h>
+#include <apps/soak_plan.h>
 
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 #ifndef PXN_TEST_UCT_PXN_TRANSFER_H_
 #define PXN_TEST_UCT_PXN_TRANSFER_H_
 
-#include <tools/peer_process.h>
+#include <apps/peer_process.h>
 
 #include "../common/test_helpers.h"
 
@@ -34,7 +34,7 @@ inline constexpr size_t      kSlots   = 4;     /* UCX_PXN_SLOTS */
 
 inline std::string topology_script()
 {
-    return std::string(PXN_SOURCE_DIR) + "/contrib/topology.sh";
+    return pxn_test::source_dir() + "/contrib/topology.sh";
 }
 
 struct Target {
@@ -138,7 +138,7 @@ protected:
     {
         peers_.emplace_back(new PeerProcess());
         std::string error;
-        if (!peers_.back()->start(pxn_test::build_dir() + "/src/tools/ucx_pxn_peer",
+        if (!peers_.back()->start(pxn_test::app("ucx_pxn_peer"),
                                   ns, env, md, "pxn", dev, &error)) {
             ADD_FAILURE() << error;
             return nullptr;

@@ -5,6 +5,8 @@
  */
 #include "../common/test_helpers.h"
 
+#include <apps/locate.h>
+
 #include <uct/api/uct.h>
 
 #include <gtest/gtest.h>
@@ -234,7 +236,7 @@ TEST_F(PxnComponent, EveryVariableIsDocumentedInConfigurationMd)
     auto config = pxn_test::run_program({pxn_test::ucx_prefix() + "/bin/ucx_info",
                                          "-cf"});
     ASSERT_EQ(0, config.exit_code);
-    std::ifstream file(std::string(PXN_SOURCE_DIR) + "/docs/configuration.md");
+    std::ifstream file(pxn_test::source_dir() + "/docs/configuration.md");
     const std::string docs((std::istreambuf_iterator<char>(file)),
                            std::istreambuf_iterator<char>());
     ASSERT_FALSE(docs.empty());
@@ -250,11 +252,11 @@ TEST_F(PxnComponent, EveryVariableIsDocumentedInConfigurationMd)
 
 TEST(PxnStockUcx, LoadsIntoStockUcxOnlyWithLdPreload)
 {
-    const std::string stock = PXN_STOCK_UCX_LIBDIR;
+    const std::string stock = pxn_tools::make_var("STOCK_UCX_LIBDIR");
     if (stock.empty()) {
         GTEST_SKIP() << "no stock UCX configured (--with-stock-ucx)";
     }
-    const std::string probe  = pxn_test::build_dir() + "/test/gtest/stock_ucx_probe";
+    const std::string probe  = pxn_test::app("stock_ucx_probe");
     const std::string module = pxn_test::build_dir() + "/.libs/libuct_pxn.so.0";
     const std::string libpath = "LD_LIBRARY_PATH=" + stock;
 

@@ -12,7 +12,7 @@
  *
  * On the GPU machine: contrib/gpu/run.sh tests (docs/gpu.md).
  */
-#include <tools/peer_process.h>
+#include <apps/peer_process.h>
 #include <uct/pxn/pxn_cuda.h>
 
 #include "../common/test_helpers.h"
@@ -91,7 +91,7 @@ protected:
                     "UCX_PXN_HEARTBEAT_TIMEOUT=2s"});
         peers_.emplace_back(new PeerProcess());
         std::string error;
-        if (!peers_.back()->start(pxn_test::build_dir() + "/src/tools/ucx_pxn_peer",
+        if (!peers_.back()->start(pxn_test::app("ucx_pxn_peer"),
                                   "", env, "pxn_" + inner, "pxn", device,
                                   &error)) {
             ADD_FAILURE() << error;

@@ -305,7 +305,7 @@ TEST_F(PxnFaults, HostileLaneNeitherStopsTheRelayNorReachesTargetMemory)
     BackgroundProcess hostile;
     std::string error;
     ASSERT_TRUE(hostile.start("", {},
-                              {pxn_test::build_dir() + "/test/gtest/uct/pxn_hostile_sender",
+                              {pxn_test::app("pxn_hostile_sender"),
                                group(0), "node0", "rail1", "4", "89"},
                               "/tmp/pxn-hostile-" + group(0) + ".log", &error))
             << error;

@@ -1,10 +1,10 @@
 /*
- * The soak (src/tools/ucx_pxn_soak.cc, docs/soak.md) in its short CI mode:
+ * The soak (test/apps/ucx_pxn_soak.cc, docs/soak.md) in its short CI mode:
  * 16 cma processes, 7 senders into one relay plus traffic the other way,
  * relay restarts, every byte verified, no file left in the registries, no
  * growth of fds or memory. The self-tests show that its checks can fail.
  */
-#include <tools/peer_process.h>
+#include <apps/peer_process.h>
 
 #include "../common/test_helpers.h"
 
@@ -40,7 +40,7 @@ protected:
     int soak(std::vector<std::string> args, int timeout_s, std::string *output)
     {
         args.insert(args.begin(),
-                    {pxn_test::build_dir() + "/src/tools/ucx_pxn_soak",
+                    {pxn_test::app("ucx_pxn_soak"),
                      "--prefix", prefix_});
         pxn_tools::BackgroundProcess p;
         std::string error;

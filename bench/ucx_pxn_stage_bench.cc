@@ -23,7 +23,7 @@
  * The processes and the lane: stage_rig.h. Each mode's last piece is read
  * back and compared byte by byte.
  */
-#include "bench_units.h"
+#include <bench/bench_units.h>
 #include "stage_rig.h"
 
 #include <algorithm>

@@ -19,6 +19,7 @@
  *   check <seed> <offset> <len>   -> ok | bad <first bad byte> | canary
  *   reachable <dev> <iface>       -> 1 | 0
  *   connect <dev> <iface>         -> ok | err <status>        (to-iface)
+ *         waits (flushing) until the ep is connected or refused
  *         replaces (destroys) the ep of an earlier connect: after a failed
  *         operation pxn's ep stays failed, a new one routes again
  *   ep_addr                       -> ep_addr <addr> | err     (to-ep)
@@ -317,6 +318,19 @@ std::string cmd_move(Peer &p, const std::string &kind, uint64_t raddr,
            std::to_string(ns) + " " + std::to_string(ops);
 }
 
+/* Connection establishment of an ep that connects in the background
+ * (pxn): flush answers UCS_ERR_NO_RESOURCE until its route is there, then
+ * the outcome. */
+ucs_status_t wait_connected(Peer &p)
+{
+    ucs_status_t status;
+    while (((status = uct_ep_flush(p.ep, 0, nullptr)) == UCS_ERR_NO_RESOURCE) ||
+           (status == UCS_INPROGRESS)) {
+        progress(p);
+    }
+    return status;
+}
+
 /* This process's pxn counters, from its registry entry. */
 std::string cmd_counters()
 {
@@ -416,6 +430,9 @@ int main(int argc, char **argv)
             params.iface_addr = (const uct_iface_addr_t*)i.data();
             destroy_ep(p);
             ucs_status_t status = uct_ep_create(&params, &p.ep);
+            if (status == UCS_OK) {
+                status = wait_connected(p);
+            }
             reply = (status == UCS_OK) ? "ok" :
                     std::string("err ") + ucs_status_string(status);
         } else if (cmd == "ep_addr") {
@@ -437,6 +454,9 @@ int main(int argc, char **argv)
             ucs_status_t status = uct_ep_connect_to_ep(
                     p.ep, (const uct_device_addr_t*)d.data(),
                     (const uct_ep_addr_t*)e.data());
+            if (status == UCS_OK) {
+                status = wait_connected(p);
+            }
             reply = (status == UCS_OK) ? "ok" :
                     std::string("err ") + ucs_status_string(status);
         } else if ((cmd == "put") || (cmd == "get")) {

@@ -4,16 +4,24 @@
 #include <uct/pxn/pxn_cuda.h>
 #endif
 
+#include <algorithm>
+#include <cstdlib>
+
 namespace pxn_tools {
 
 namespace {
 
 #ifdef PXN_HAVE_CUDA
+/* The GPU this application uses, made current the way an application
+ * does: $PXN_PEER_GPU, else the GPU the tests give pxn
+ * ($UCX_PXN_CUDA_DEVICE), else 0. */
 const pxn::uct::CudaDriver *cuda()
 {
     const pxn::uct::CudaDriver *cu = pxn::uct::CudaDriver::get();
-    int device;
-    if ((cu == nullptr) || (cu->ensure_context(0, &device) != UCS_OK)) {
+    const char *peer = getenv("PXN_PEER_GPU");
+    const char *pxn  = getenv("UCX_PXN_CUDA_DEVICE");
+    int device       = peer ? atoi(peer) : (pxn ? atoi(pxn) : 0);
+    if ((cu == nullptr) || (cu->use_device(std::max(device, 0)) != UCS_OK)) {
         return nullptr;
     }
     return cu;

@@ -26,11 +26,9 @@ int relay_main(RigShared *sh, const RigOptions &opt)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     const CudaDriver *cu = CudaDriver::get();
-    int device;
     CUdeviceptr arena = 0;
     CUipcMemHandle handle;
     if ((cu == nullptr) || (cu->use_device(opt.relay_gpu) != UCS_OK) ||
-        (cu->ensure_context(opt.relay_gpu, &device) != UCS_OK) ||
         (cu->cuMemAlloc(&arena, uint64_t(opt.slots) * opt.slot_size) != CUDA_SUCCESS) ||
         (cu->cuIpcGetMemHandle(&handle, arena) != CUDA_SUCCESS)) {
         abi::store_release(sh->ready, uint64_t(2));
@@ -131,9 +129,8 @@ Rig::Rig(RigShared *shared, const RigOptions &options) :
 void Rig::init()
 {
     cu_ = CudaDriver::get();
-    int device;
-    if ((cu_ == nullptr) || (cu_->use_device(opt_.sender_gpu) != UCS_OK) ||
-        (cu_->ensure_context(opt_.sender_gpu, &device) != UCS_OK)) {
+    const int device = opt_.sender_gpu;
+    if ((cu_ == nullptr) || (cu_->use_device(device) != UCS_OK)) {
         die("no usable GPU (CUDA driver or device missing, or no such GPU)");
     }
     RIG_CHECK_CU(cu_, cu_->cuDeviceGetAttribute(
@@ -162,8 +159,8 @@ void Rig::open(CopyChoice policy, bool gpu_doorbell, unsigned ctas)
     options.policy       = policy;
     options.gpu_doorbell = gpu_doorbell;
     options.gather_ctas  = ctas;
-    if (CudaStager::open(sh_->handle, 0, geometry, &sh_->producer, options,
-                         &stager_) != UCS_OK) {
+    if (CudaStager::open(sh_->handle, opt_.sender_gpu, 0, geometry,
+                         &sh_->producer, options, &stager_) != UCS_OK) {
         die("CudaStager::open failed");
     }
     if (gpu_doorbell && !stager_->gpu_doorbell()) {
@@ -192,7 +189,7 @@ Rig::Rate Rig::stream(const std::vector<Block> &blocks,
                          offset, b.length);
             offset += b.length;
         }
-        if (stager_->commit(seq, slot) != UCS_OK) {
+        if (stager_->commit(seq, slot, pxn::abi::kOpPut) != UCS_OK) {
             die("commit failed");
         }
         host_ns += now_ns() - enqueue;
@@ -243,7 +240,7 @@ void Rig::latency(uint64_t length, unsigned samples, double *p50, double *p99)
         const uint32_t slot = uint32_t((seq - 1) % opt_.slots);
         sh_->submit_ns[seq % kRigRing] = now_ns();
         stager_->add(slot, reinterpret_cast<void*>(src_), 0, length);
-        if (stager_->commit(seq, slot) != UCS_OK) {
+        if (stager_->commit(seq, slot, pxn::abi::kOpPut) != UCS_OK) {
             die("commit failed");
         }
         wait_completed(seq);

@@ -15,7 +15,7 @@
 #ifndef PXN_TOOLS_STAGE_RIG_H_
 #define PXN_TOOLS_STAGE_RIG_H_
 
-#include <uct/pxn/pxn_stager.h>
+#include <uct/pxn/pxn_stager_cuda.h>
 
 #include <ucs/pxn/abi.h>
 

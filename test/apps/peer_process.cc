@@ -195,6 +195,18 @@ std::vector<std::string> split(const std::string &line)
     return words;
 }
 
+std::vector<std::string> split(const std::string &text, char separator)
+{
+    std::vector<std::string> parts;
+    std::istringstream in(text);
+    for (std::string part; std::getline(in, part, separator);) {
+        if (!part.empty()) {
+            parts.push_back(part);
+        }
+    }
+    return parts;
+}
+
 bool parse_done(const std::string &line, std::string *status, uint64_t *ops)
 {
     const std::vector<std::string> words = split(line);

@@ -9,11 +9,12 @@
  *
  * Exit status: 0 pass, 1 fail, 2 bad usage or registries of the prefix
  * already there. Needs the ucx_pxn_peer of the same build
- * ($PXN_BUILD_DIR/src/tools, default: the build tree it was built in) and
+ * (test/apps of its build tree, or of $PXN_BUILD_DIR) and
  * the pxn module installed in the UCX it links.
  */
-#include "bench_units.h"
+#include <bench/bench_units.h>
 #include "soak_run.h"
+#include "locate.h"
 
 #include <cerrno>
 #include <csignal>
@@ -127,8 +128,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, nullptr, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
     SoakOptions o;
-    const char *build = getenv("PXN_BUILD_DIR");
-    o.peer = std::string(build ? build : PXN_BUILD_DIR) + "/src/tools/ucx_pxn_peer";
+    o.peer = pxn_tools::build_dir() + "/test/apps/ucx_pxn_peer";
     const int parsed = parse_options(argc, argv, &o);
     if (parsed != 0) {
         return parsed;

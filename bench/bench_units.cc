@@ -1,4 +1,4 @@
-#include "bench_units.h"
+#include <bench/bench_units.h>
 
 #include <cerrno>
 #include <cstdio>

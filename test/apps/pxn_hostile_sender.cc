@@ -68,7 +68,7 @@ private:
         d.lane_epoch = chance(8) ? rnd_() : epoch_;
         d.op         = chance(8) ? uint32_t(rnd_()) : uint32_t(rnd_() % 2 + 1);
         d.plan_count = count;
-        d.route      = uint32_t(chance(4) ? rnd_() : rnd_() % abi::kMaxRoutes);
+        d.route      = uint32_t(chance(4) ? rnd_() : rnd_() % 64);
         d.flags      = uint32_t(rnd_());
         uint64_t total = 0;
         for (uint32_t i = 0; i < std::min(count, block_.max_plan()); ++i) {
@@ -85,8 +85,8 @@ private:
 
     void route()
     {
-        abi::RouteEntry &r = block_.route(uint32_t(rnd_() % abi::kMaxRoutes));
-        fill(&r.request.flags, sizeof(r.request) - sizeof(r.request.request_gen));
+        abi::RouteEntry &r = block_.route(uint32_t(rnd_() % abi::kRouteMailboxes));
+        fill(&r.request.kind, sizeof(r.request) - sizeof(r.request.request_gen));
         abi::store_release(r.request.request_gen, r.request.request_gen + 1);
     }
 

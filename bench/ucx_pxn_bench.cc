@@ -17,8 +17,11 @@
  * sleep (20 us). On a small machine a spinning sender takes a core that the
  * relay and the target need.
  */
-#include "bench_units.h"
-#include "peer_process.h"
+#include <bench/bench_units.h>
+#include <apps/locate.h>
+#include <apps/peer_process.h>
+
+#include <apps/locate.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -163,8 +166,7 @@ double median(std::vector<double> v)
 int main(int argc, char **argv)
 {
     Options o;
-    const char *build = getenv("PXN_BUILD_DIR"); /* a copy of the build */
-    o.peer = std::string(build ? build : PXN_BUILD_DIR) + "/src/tools/ucx_pxn_peer";
+    o.peer = pxn_tools::build_dir() + "/test/apps/ucx_pxn_peer";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&]() -> std::string {

@@ -1,6 +1,6 @@
 #include "soak_run.h"
 
-#include "bench_units.h"
+#include <bench/bench_units.h>
 
 #include <algorithm>
 #include <csignal>

@@ -89,6 +89,8 @@ private:
 
 /* Splits a line at spaces. */
 std::vector<std::string> split(const std::string &line);
+/* `text` cut at `separator`, empty parts dropped. */
+std::vector<std::string> split(const std::string &text, char separator);
 
 /* A peer's answer to put/get, "done <status, maybe several words> <ns>
  * <ops>" -> status and ops (ops may be nullptr); false for anything else. */

@@ -1,0 +1,98 @@
+/*
+ * The relay's routes: one table for all its lanes, so that every sender of
+ * the node that reaches one target shares one inner ep to it.
+ *
+ * Contract
+ * - A route is an inner ep to one target. to-iface routes are keyed by the
+ *   target's inner device and iface address: a request for a key that has
+ *   a healthy route gets that route. ep-to-ep routes (rc) are one per
+ *   request: each connects to the passive ep its target made for that
+ *   sender's endpoint.
+ * - Ids are indices below the capacity (UCX_PXN_ROUTES). A route lives
+ *   while a lane holds it (refs, one per lane, counted by the relay) or a
+ *   piece uses it (inflight); then its inner ep is destroyed and the id is
+ *   free. Past the capacity a request is refused with
+ *   UCS_ERR_EXCEEDS_LIMIT (logged once per relay).
+ * - A piece that ends with a transport error marks its route failed:
+ *   later requests for that target get a new inner ep, the failed one
+ *   goes when its last holder releases it.
+ * - Routes to this process itself are refused (UCS_ERR_INVALID_PARAM): no
+ *   sender can make the relay write into its own memory through an inner
+ *   transport that checks no remote key. `is_local` answers for an address.
+ * - Creating an inner ep never waits on the network (pxn_net.h).
+ *
+ * Threading: the engine thread, with the Net lock held.
+ */
+#ifndef PXN_UCT_PXN_RELAY_ROUTES_H_
+#define PXN_UCT_PXN_RELAY_ROUTES_H_
+
+#include "pxn_net.h"
+
+#include <ucs/pxn/route_codec.h>
+
+#include <functional>
+#include <vector>
+
+namespace pxn {
+namespace uct {
+
+class RouteTable {
+public:
+    /* Is (device address, iface address) an inner address of this
+     * process? */
+    using LocalCheck = std::function<bool(const Bytes &dev, const Bytes &iface)>;
+
+    RouteTable(Net *net, uint32_t capacity, LocalCheck is_local);
+    ~RouteTable();
+    RouteTable(const RouteTable&) = delete;
+    RouteTable &operator=(const RouteTable&) = delete;
+
+    /* Serves a kRouteToIface, kRouteCreateEp or kRouteConnectEp request
+     * (validated by read_route_request). On success the answer's route is
+     * held once more (a new route: once); kRouteConnectEp holds nothing new
+     * (the lane holds it since kRouteCreateEp). */
+    RouteAnswer serve(const RouteMessage &request);
+    /* Drops one hold of `id`. */
+    void        release(uint32_t id);
+
+    uint32_t capacity() const { return static_cast<uint32_t>(routes_.size()); }
+    /* Has a connected inner ep, not failed. */
+    bool     usable(uint32_t id) const
+    {
+        return (id < routes_.size()) && routes_[id].connected &&
+               !routes_[id].failed;
+    }
+    uct_ep_h ep(uint32_t id) const { return routes_[id].ep; }
+    void     piece_started(uint32_t id) { ++routes_[id].inflight; }
+    void     piece_finished(uint32_t id, ucs_status_t status);
+    /* Routes in use (for counters and tests). */
+    uint32_t active() const { return active_; }
+
+private:
+    struct Route {
+        Bytes    key;  /* dev | iface (to-iface); empty for ep-to-ep */
+        uct_ep_h ep        = nullptr;
+        bool     used      = false;
+        bool     connected = false;
+        bool     failed    = false;
+        uint32_t refs      = 0;
+        uint32_t inflight  = 0;
+    };
+
+    ucs_status_t allocate(uint32_t *id);
+    void         maybe_free(uint32_t id);
+    RouteAnswer  to_iface(const RouteMessage &request);
+    RouteAnswer  create_ep();
+    RouteAnswer  connect_ep(const RouteMessage &request);
+
+    Net               *net_;
+    LocalCheck         is_local_;
+    std::vector<Route> routes_;
+    uint32_t           active_ = 0;
+    bool               warned_full_ = false;
+};
+
+} // namespace uct
+} // namespace pxn
+
+#endif

@@ -1,0 +1,103 @@
+/*
+ * A relay of this process: its presence on one home rail of its node. It
+ * owns the registry entry through which senders of the node find it, the
+ * staging arena, the wakeup FIFO and the relay engine (pxn_relay.h); the
+ * inner transport is the port of the home device (a Net shared with
+ * ifaces opened on that device). The process's Node creates one per home
+ * rail and drives it from its engine thread.
+ *
+ * Start-up order: registry entry (INIT), arena (registered with the inner
+ * md), wakeup, relay engine, publication (READY). Shutdown is the reverse:
+ * CLOSING, in-flight inner operations drained (bounded), entry removed.
+ * Any failure before publication leaves nothing behind.
+ *
+ * Arena: a shared-memory file, or GPU memory exported by CUDA IPC (on the
+ * process's own GPU: UCX_PXN_ARENA=cuda, or auto with an inner md that
+ * registers GPU memory). GPU allocations run in the primary context of
+ * that GPU, pushed for the call, so no thread's current context changes.
+ *
+ * Threading: open() and the destructor run on whichever thread the Node
+ * uses (an iface's, or its engine thread); progress() and heartbeat() on
+ * the engine thread with the Net lock held.
+ */
+#ifndef PXN_UCT_PXN_RELAY_SERVICE_H_
+#define PXN_UCT_PXN_RELAY_SERVICE_H_
+
+#include "pxn_cuda.h"
+#include "pxn_relay.h"
+
+#include <ucs/pxn/os_resource.h>
+#include <ucs/pxn/registry.h>
+#include <ucs/pxn/registry_entry.h>
+#include <ucs/pxn/wakeup.h>
+
+#include <memory>
+#include <string>
+
+namespace pxn {
+namespace uct {
+
+class RelayService {
+public:
+    struct Params {
+        Registry              *registry;
+        std::shared_ptr<Net>   net;         /* the home device's port */
+        bool                   md_registers_cuda;
+        std::string            rail;
+        std::string            device;
+        int                    gpu;         /* the process's GPU, -1 none */
+        RouteTable::LocalCheck is_local;
+    };
+
+    /* The arena the settings ask for on this process: GPU memory or not. */
+    static bool wants_gpu_arena(const Settings &settings, bool md_registers_cuda);
+
+    static ucs_status_t open(const Params &params, const Settings &settings,
+                             std::unique_ptr<RelayService> *relay);
+    ~RelayService();
+    RelayService(const RelayService&) = delete;
+    RelayService &operator=(const RelayService&) = delete;
+
+    const std::string &rail() const { return rail_; }
+    const std::string &device() const { return device_; }
+    Net               &net() const { return *net_; }
+    bool               gpu_arena() const { return gpu_arena_.valid(); }
+    abi::ProcessCounters &counters() const
+    {
+        return *reinterpret_cast<abi::ProcessCounters*>(entry_->view().base +
+                                                        abi::kCountersOffset);
+    }
+    const RegistryEntry &entry() const { return *entry_; }
+
+    /* Engine thread, Net lock held. */
+    unsigned progress() { return relay_->progress(); }
+    bool     has_work() const { return relay_->has_work(); }
+    unsigned inflight() const { return relay_->inflight(); }
+    void     heartbeat(uint64_t now_ns);
+    RelayWakeup &wakeup() { return wakeup_; }
+
+private:
+    RelayService() = default;
+    ucs_status_t create_arena(const Settings &settings, bool gpu);
+    void         free_arena();
+
+    std::string                    rail_;
+    std::string                    device_;
+    std::shared_ptr<Net>           net_;
+    Registry                      *registry_ = nullptr;
+    std::unique_ptr<RegistryEntry> entry_;
+    SharedMapping                  arena_;          /* host arena */
+    GpuArena                       gpu_arena_;      /* or this */
+    uint8_t                       *arena_base_ = nullptr;
+    uint64_t                       arena_size_ = 0;
+    int                            gpu_        = -1;
+    uct_mem_h                      arena_memh_ = UCT_MEM_HANDLE_NULL;
+    RelayWakeup                    wakeup_;
+    std::unique_ptr<Relay>         relay_;
+    uint64_t                       next_heartbeat_ns_ = 0;
+};
+
+} // namespace uct
+} // namespace pxn
+
+#endif

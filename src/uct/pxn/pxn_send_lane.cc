@@ -1,0 +1,554 @@
+extern "C" {
+#include <uct/base/uct_iface.h> /* UCX's config.h first: log levels */
+}
+
+#include "pxn_send_lane.h"
+
+#include <ucs/debug/log_def.h>
+#include <ucs/pxn/descriptor.h>
+
+#include <algorithm>
+
+namespace pxn {
+namespace uct {
+
+namespace {
+
+constexpr size_t   kMaxQueued      = 4096;
+constexpr uint64_t kHealthPeriodNs = 1000000; /* 1 ms */
+constexpr uint64_t kOpenMaxNs      = 50000;   /* 50 us */
+
+/* Counters shared by the lanes of every worker of the process. */
+inline void count(uint64_t &counter, uint64_t by = 1)
+{
+    __atomic_fetch_add(&counter, by, __ATOMIC_RELAXED);
+}
+
+} // namespace
+
+bool SendRequest::add_iov(const uct_iov_t *iov, size_t iovcnt)
+{
+    for (size_t i = 0; i < iovcnt; ++i) {
+        const size_t n = std::max<size_t>(iov[i].count, 1);
+        for (size_t c = 0; c < n; ++c) {
+            if (iov[i].length == 0) {
+                continue;
+            }
+            if (nsegs == kMaxIov) {
+                return false;
+            }
+            segs[nsegs] = {reinterpret_cast<uint64_t>(iov[i].buffer) +
+                           c * iov[i].stride, iov[i].length};
+            memh[nsegs++] = iov[i].memh;
+        }
+    }
+    return true;
+}
+
+uint64_t SendRequest::bytes() const
+{
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < nsegs; ++i) {
+        total += segs[i].length;
+    }
+    return total;
+}
+
+SendLane::SendLane(Registry *registry, std::unique_ptr<PeerMapping> mapping,
+                   const ProcessIdentity &self, const Settings &settings,
+                   int gpu, abi::SenderCounters *counters) :
+    control_(registry, std::move(mapping), self, settings),
+    settings_(&settings), geometry_(settings.geometry), gpu_(gpu),
+    credit_timeout_ns_(uint64_t(settings.credit_timeout * 1e9)),
+    counters_(counters)
+{
+    rail_hash_ = pxn::rail_hash(control_.relay().rail);
+}
+
+SendLane::~SendLane()
+{
+    if (counted_) {
+        count(counters_->lanes, uint64_t(-1));
+    }
+    /* The stager (GPU streams) goes before the lane is released. */
+    stager_.reset();
+}
+
+ucs_status_t SendLane::start(bool renewed)
+{
+    const LaneClaim &claim = control_.claim();
+    if (renewed) {
+        ucs_debug("pxn: lane %u at relay pid %u re-established at seq %lu "
+                  "(lane epoch %lx)", claim.index, relay().identity.pid,
+                  claim.initial_seq, claim.lane_epoch);
+        published_ = claim.initial_seq;
+        return window_.reestablish(claim.lane_epoch, claim.initial_seq);
+    }
+    ucs_status_t status = window_.reset(geometry_.slots, claim.lane_epoch,
+                                        claim.initial_seq);
+    if ((status == UCS_OK) && (builder_.init(PlanLimits::of(geometry_)) != UCS_OK)) {
+        status = UCS_ERR_NO_MEMORY;
+    }
+    if (status != UCS_OK) {
+        return status;
+    }
+    published_ = claim.initial_seq;
+    records_.resize(geometry_.slots);
+    counted_ = true;
+    count(counters_->lanes);
+    return UCS_OK;
+}
+
+SendRequest *SendLane::alloc_request(SendOwner *owner, abi::Op op,
+                                     uint32_t route, uint32_t rkey,
+                                     uint64_t remote_addr,
+                                     uct_completion_t *comp)
+{
+    SendRequest *req;
+    if (pool_.empty()) {
+        try {
+            requests_.emplace_back(new SendRequest());
+        } catch (const std::bad_alloc &) {
+            return nullptr;
+        }
+        req = requests_.back().get();
+    } else {
+        req = pool_.back();
+        pool_.pop_back();
+    }
+    req->comp        = comp;
+    req->owner       = owner;
+    req->op          = op;
+    req->route       = route;
+    req->rkey_index  = rkey;
+    req->remote_addr = remote_addr;
+    req->nsegs       = 0;
+    req->cursor      = OpCursor();
+    req->pieces      = 0;
+    req->staged      = false;
+    req->status      = UCS_OK;
+    return req;
+}
+
+void SendLane::free_request(SendRequest *req)
+{
+    pool_.push_back(req);
+}
+
+ucs_status_t SendLane::post(SendOwner *owner, abi::Op op, uint32_t route,
+                            uint32_t rkey, uint64_t remote_addr,
+                            const uct_iov_t *iov, size_t iovcnt,
+                            uct_completion_t *comp)
+{
+    if (!usable()) {
+        return opening() ? UCS_ERR_NO_RESOURCE : UCS_ERR_UNREACHABLE;
+    }
+    if (queue_.size() >= kMaxQueued) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    SendRequest *req = alloc_request(owner, op, route, rkey, remote_addr, comp);
+    if (req == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    if (!req->add_iov(iov, iovcnt)) {
+        free_request(req);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    control_.rkey_hold(rkey);
+    queue_.push_back(req);
+    stage();
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t SendLane::get_now(SendOwner *owner, uint32_t route, uint32_t rkey,
+                               uint64_t remote_addr, size_t length,
+                               uct_unpack_callback_t unpack, void *arg,
+                               uct_completion_t *comp)
+{
+    if (!usable()) {
+        return opening() ? UCS_ERR_NO_RESOURCE : UCS_ERR_UNREACHABLE;
+    }
+    if (!queue_.empty() || (length == 0) || (length > geometry_.slot_size) ||
+        (!builder_.accepts(abi::kOpGet, route, length) &&
+         !open_piece(abi::kOpGet, route))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    SendRequest *req = alloc_request(owner, abi::kOpGet, route, rkey,
+                                     remote_addr, comp);
+    if (req == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    req->staged = true;
+    control_.rkey_hold(rkey);
+    add_to_piece(req, rkey);
+    open_record().get_dest.push_back({0, length, unpack, arg});
+    builder_.add(remote_addr, length, rkey);
+    if (builder_.full()) {
+        publish();
+    }
+    return UCS_INPROGRESS;
+}
+
+bool SendLane::open_piece(abi::Op op, uint32_t route)
+{
+    if (builder_.is_open()) {
+        publish();
+    }
+    if (failed_ || !control_.ready()) {
+        return false;
+    }
+    if (window_.needs_reestablish()) {
+        if (window_.drained()) {
+            control_.renew(); /* ready again after the relay's ack */
+        }
+        return false;
+    }
+    uint64_t seq;
+    if (window_.reserve(&seq) != UCS_OK) {
+        if (stall_since_ns_ == 0) {
+            stall_since_ns_ = monotonic_ns();
+            count(counters_->credit_stalls);
+        }
+        return false;
+    }
+    stall_since_ns_ = 0;
+    open_since_ns_  = monotonic_ns();
+    builder_.open(seq, op, route);
+    SlotRecord &record = open_record();
+    record.op    = op;
+    record.rkeys = 0;
+    record.requests.clear();
+    record.get_dest.clear();
+    return true;
+}
+
+void SendLane::add_to_piece(SendRequest *req, uint32_t rkey)
+{
+    SlotRecord &record = open_record();
+    if (record.requests.empty() || (record.requests.back() != req)) {
+        record.requests.push_back(req);
+        ++req->pieces;
+    }
+    record.rkeys |= 1ull << rkey;
+}
+
+/* Places as much of the request as the open piece takes; returns bytes. */
+uint64_t SendLane::append(SendRequest *req)
+{
+    SlotRecord &record  = open_record();
+    const uint32_t slot = slot_of(builder_.seq(), geometry_.slots);
+    add_to_piece(req, req->rkey_index);
+    if (req->op == abi::kOpPut) {
+        return builder_.fill(req->segs, req->nsegs, req->remote_addr,
+                             req->rkey_index, &req->cursor,
+                             [&](const Placement &p) {
+                                 stager_->add(slot, reinterpret_cast<const void*>(
+                                                      p.addr),
+                                              p.slot_offset, p.length);
+                             });
+    }
+    return builder_.fill(req->segs, req->nsegs, req->remote_addr,
+                         req->rkey_index, &req->cursor,
+                         [&](const Placement &p) {
+                             record.get_dest.push_back({p.addr, p.length,
+                                                        nullptr, nullptr});
+                         });
+}
+
+void SendLane::publish()
+{
+    const uint64_t seq  = builder_.seq();
+    const uint32_t slot = slot_of(seq, geometry_.slots);
+    const LaneBlock &block = control_.block();
+    write_descriptor(&block.descriptor(slot), seq, window_.epoch(),
+                     builder_.op(), builder_.route(), builder_.plans(),
+                     builder_.count());
+    abi::store_release(block.producer().head, seq);
+    const uint64_t gathered = stager_->gather_pieces();
+    if (stager_->commit(seq, slot, builder_.op()) != UCS_OK) {
+        /* Nothing is published until the doorbell: the lane is quarantined
+         * and the piece's requests may still fail over. */
+        quarantine();
+        return;
+    }
+    count(counters_->gather_pieces, stager_->gather_pieces() - gathered);
+    published_ = seq;
+    builder_.close();
+    count(counters_->pieces);
+    count(counters_->bytes, builder_.length());
+    control_.notify();
+}
+
+void SendLane::publish_open()
+{
+    if (builder_.is_open()) {
+        publish();
+    }
+}
+
+unsigned SendLane::stage()
+{
+    unsigned work = 0;
+    while (!queue_.empty() && !failed_) {
+        SendRequest *req = queue_.front();
+        if (!builder_.accepts(req->op, req->route, 1) &&
+            !open_piece(req->op, req->route)) {
+            break;
+        }
+        work += (append(req) != 0);
+        if (req->cursor.seg == req->nsegs) {
+            queue_.pop_front();
+            req->staged = true;
+        }
+        if (builder_.full()) {
+            publish();
+        }
+    }
+
+    if (!queue_.empty() && (stall_since_ns_ != 0) &&
+        (monotonic_ns() - stall_since_ns_ > credit_timeout_ns_)) {
+        /* Not published yet: each may fall back once to a direct path, or
+         * fails. */
+        ucs_debug("pxn: no ring credit at relay pid %u for %.3f s: %zu queued "
+                  "operations leave the lane", relay().identity.pid,
+                  credit_timeout_ns_ / 1e9, queue_.size());
+        while (!queue_.empty()) {
+            SendRequest *req = queue_.front();
+            queue_.pop_front();
+            give_up(req, UCS_ERR_TIMED_OUT);
+        }
+        stall_since_ns_ = 0;
+        ++work;
+    }
+    return work;
+}
+
+void SendLane::request_piece_done(SendRequest *req, ucs_status_t status)
+{
+    if ((status != UCS_OK) && (req->status == UCS_OK)) {
+        req->status = status;
+    }
+    if ((--req->pieces == 0) && req->staged) {
+        finish_request(req);
+    }
+}
+
+void SendLane::finish_request(SendRequest *req)
+{
+    control_.rkey_drop(req->rkey_index);
+    if (req->status != UCS_OK) {
+        count(counters_->failed_ops);
+    }
+    if (req->comp != nullptr) {
+        uct_invoke_completion(req->comp, req->status);
+    }
+    req->owner->op_done(req->status);
+    free_request(req);
+}
+
+unsigned SendLane::reap()
+{
+    unsigned work          = 0;
+    const LaneBlock &block = control_.block();
+    while (window_.reaped() < published_) {
+        const uint64_t seq  = window_.reaped() + 1;
+        const uint32_t slot = slot_of(seq, geometry_.slots);
+        ucs_status_t status;
+        if (!read_completion(&block.completion(slot), seq, &status)) {
+            break;
+        }
+        SlotRecord &record = records_[slot];
+        if ((record.op == abi::kOpGet) && (status == UCS_OK)) {
+            uint64_t offset = 0;
+            for (const auto &dest : record.get_dest) {
+                const ucs_status_t copied =
+                        (dest.unpack != nullptr) ?
+                        stager_->unpack(slot, offset, dest.unpack, dest.arg,
+                                        dest.length) :
+                        stager_->copy_out(slot, offset,
+                                          reinterpret_cast<void*>(dest.addr),
+                                          dest.length);
+                status  = (copied != UCS_OK) ? copied : status;
+                offset += dest.length;
+            }
+        }
+        window_.reap(seq);
+        abi::store_release(block.producer().reaped, seq);
+        abi::store_relaxed(counters_->last_completion_ns, monotonic_ns());
+        for (SendRequest *req : record.requests) {
+            request_piece_done(req, status);
+        }
+        ++work;
+    }
+    return work;
+}
+
+/* A staging copy or doorbell could not be enqueued: the piece was never
+ * published. Everything on the lane fails (or falls back), and the lane is
+ * given back so that the relay does not wait for the doorbell. */
+void SendLane::quarantine()
+{
+    ucs_warn("pxn: staging into relay pid %u failed: lane quarantined",
+             relay().identity.pid);
+    fail_all(UCS_ERR_IO_ERROR);
+}
+
+void SendLane::fail_all(ucs_status_t status)
+{
+    if (failed_) {
+        return;
+    }
+    failed_ = true;
+    ucs_debug("pxn: lane to relay pid %u failed: %s", relay().identity.pid,
+              ucs_status_string(status));
+    if (records_.empty()) {
+        control_.fail(status); /* never became ready */
+        return;
+    }
+    /* Published pieces that will never be reaped, then the open one. */
+    const uint64_t last = builder_.is_open() ? builder_.seq() : published_;
+    builder_.close();
+    for (uint64_t seq = window_.reaped() + 1; seq <= last; ++seq) {
+        SlotRecord &record = records_[slot_of(seq, geometry_.slots)];
+        for (SendRequest *req : record.requests) {
+            request_piece_done(req, status);
+        }
+        record.requests.clear();
+    }
+    while (!queue_.empty()) {
+        SendRequest *req = queue_.front();
+        queue_.pop_front();
+        give_up(req, status);
+    }
+    control_.fail(status);
+}
+
+void SendLane::give_up(SendRequest *req, ucs_status_t status)
+{
+    const uint32_t rkey = req->rkey_index;
+    if ((req->pieces == 0) && !req->cursor.started() &&
+        (req->status == UCS_OK) &&
+        req->owner->fall_back(*req, control_.rkey_packed(rkey),
+                              control_.rkey_length(rkey))) {
+        control_.rkey_drop(rkey);
+        free_request(req);
+        return;
+    }
+    if (req->status == UCS_OK) {
+        req->status = status;
+    }
+    req->staged = true;
+    if (req->pieces == 0) {
+        finish_request(req);
+    }
+}
+
+void SendLane::check_health()
+{
+    const uint64_t now = monotonic_ns();
+    if (now < next_health_ns_) {
+        return;
+    }
+    next_health_ns_ = now + kHealthPeriodNs;
+    if (failed_) {
+        return;
+    }
+    if (!control_.relay_healthy()) {
+        ucs_warn("pxn: relay pid %u (rail %s) is no longer healthy "
+                 "(heartbeat age %.3f s): failing its pieces",
+                 relay().identity.pid, relay().rail.c_str(),
+                 control_.mapping().heartbeat_age_ns() / 1e9);
+        fail_all(UCS_ERR_ENDPOINT_TIMEOUT);
+        return;
+    }
+    /* A relay that died (rather than froze) is noticed long before its
+     * heartbeat goes stale; /proc is read only while something waits on it. */
+    if (!idle()) {
+        check_relay_alive();
+    }
+}
+
+bool SendLane::check_relay_alive(bool now)
+{
+    if (failed_) {
+        return false;
+    }
+    if (!control_.relay_healthy() && !control_.failed() && control_.ready()) {
+        fail_all(UCS_ERR_ENDPOINT_TIMEOUT);
+        return false;
+    }
+    if (!control_.check_relay_alive(now)) {
+        fail_all(control_.failure());
+        return false;
+    }
+    return true;
+}
+
+unsigned SendLane::progress()
+{
+    if (failed_) {
+        return 0;
+    }
+    unsigned work = 0;
+    if (!control_.ready()) {
+        const bool renewing = (control_.state() == LaneControl::State::kRenewing);
+        switch (control_.progress()) {
+        case LaneControl::Event::kClaimed: {
+            Stager::Params params{&control_.mapping(), control_.index(),
+                                  &control_.block().producer(), settings_, gpu_};
+            const ucs_status_t status = Stager::open(params, &stager_);
+            if (status != UCS_OK) {
+                fail_all(status);
+            }
+            return 1;
+        }
+        case LaneControl::Event::kReady:
+            if (start(renewing) != UCS_OK) {
+                fail_all(UCS_ERR_NO_MEMORY);
+                return 1;
+            }
+            ++work;
+            break;
+        case LaneControl::Event::kFailed:
+            fail_all(control_.failure());
+            return 1;
+        case LaneControl::Event::kNone:
+            if (!control_.ready()) {
+                return 0;
+            }
+            break;
+        }
+    } else {
+        control_.progress();
+    }
+    if (failed_) {
+        return work;
+    }
+    work += reap();
+    if (!stager_->idle() && (stager_->progress() != 0)) {
+        control_.notify();
+        ++work;
+    }
+    work += stage();
+    /* An open piece keeps filling while the relay is busy with earlier
+     * ones (small operations then share a slot instead of taking one
+     * each); it goes out at once when the relay has nothing else, and
+     * after kOpenMaxNs in any case. */
+    if (builder_.is_open() &&
+        ((window_.in_flight() <= 1) ||
+         (monotonic_ns() - open_since_ns_ > kOpenMaxNs))) {
+        publish();
+        ++work;
+    }
+    check_health();
+    return work;
+}
+
+bool SendLane::idle() const
+{
+    return queue_.empty() && !builder_.is_open() &&
+           (records_.empty() || window_.drained());
+}
+
+} // namespace uct
+} // namespace pxn

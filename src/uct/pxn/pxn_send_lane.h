@@ -1,0 +1,258 @@
+/*
+ * The data path of one sender lane: this sender's channel into the relay
+ * that serves one other rail of this node (control: pxn_lane_control.h).
+ *
+ * Pipeline (docs/design.md "One cross-rail put, end to end"):
+ *   put -> request queued on the lane -> pieces (PieceBuilder): ring credit
+ *   (seq - reaped <= K), payload into slot (seq - 1) % K (Stager),
+ *   descriptor committed (release), head stored (release), doorbell rung
+ *   by the stager once the bytes are there, relay notified -> progress()
+ *   reaps completions in seq order into the requests, then returns the
+ *   slot (reaped, release).
+ *
+ * Pieces are filled across operations: consecutive operations of the same
+ * kind (put/get) to the same route share a piece until it is full; an open
+ * piece is published by progress() when the relay has nothing else in
+ * flight or after 50 us, and by flush. A request completes when all its
+ * bytes were staged and every piece carrying them was reaped, so a piece
+ * can never complete a request early.
+ *
+ * Ownership (design.md): before a piece is published it may still fail
+ * (relay unhealthy, credit timeout); after publication only the relay's
+ * completion, an epoch change of the relay, its heartbeat timeout (a frozen
+ * relay) or its death (checked every 20 ms while the lane has work) decide
+ * the outcome, and nothing is ever re-sent.
+ *
+ * Operations on a lane that is still opening (or renewing at a seq wrap)
+ * return UCS_ERR_NO_RESOURCE: the caller retries or queues them (UCT's
+ * pending queue) and they go once the lane is ready.
+ *
+ * Threading: only the sender's thread (its UCT worker) touches a SendLane.
+ * No locks or allocation on the data path once the request pool is warm;
+ * the only syscall is the relay's liveness check (its /proc entry, at most
+ * every 20 ms and only while the lane has work).
+ */
+#ifndef PXN_UCT_PXN_SEND_LANE_H_
+#define PXN_UCT_PXN_SEND_LANE_H_
+
+#include "pxn_lane_control.h"
+#include "pxn_stager.h"
+
+#include <ucs/pxn/piece_builder.h>
+#include <ucs/pxn/seq.h>
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+namespace pxn {
+namespace uct {
+
+/* Receives the end of every operation an owner (an ep) issued, in issue
+ * order per lane. */
+class SendOwner {
+public:
+    virtual void op_done(ucs_status_t status) = 0;
+    /* A request none of whose bytes were published can no longer go
+     * through the relay: the owner may send it on a direct path. true: the
+     * owner took it over (it completes comp, if any, calls op_done itself
+     * and counts the fallback); false: the request fails. `rkey` is the
+     * packed inner rkey. */
+    virtual bool fall_back(const struct SendRequest &req, const uint8_t *rkey,
+                           uint16_t rkey_length) = 0;
+
+protected:
+    ~SendOwner() = default;
+};
+
+/* One UCT operation. */
+struct SendRequest {
+    static constexpr uint32_t kMaxIov = 16;
+
+    /* Appends the non-empty elements of a UCT iov as segments; false when
+     * they are more than kMaxIov. */
+    bool add_iov(const uct_iov_t *iov, size_t iovcnt);
+    uint64_t bytes() const;
+
+    uct_completion_t *comp;
+    SendOwner        *owner;
+    abi::Op           op;
+    uint32_t          route;
+    uint32_t          rkey_index;
+    uint64_t          remote_addr;
+    IoSegment         segs[kMaxIov];
+    uct_mem_h         memh[kMaxIov]; /* the caller's (inner) memh, direct path */
+    uint32_t          nsegs;
+    OpCursor          cursor;  /* how far it is staged */
+    uint64_t          pieces;  /* published pieces carrying it, not reaped */
+    bool              staged;  /* every byte is in a piece */
+    ucs_status_t      status;
+};
+
+class SendLane {
+public:
+    /* The lane opens in the background (LaneControl); `counters` is shared
+     * by the lanes of the process and updated atomically. */
+    SendLane(Registry *registry, std::unique_ptr<PeerMapping> mapping,
+             const ProcessIdentity &self, const Settings &settings, int gpu,
+             abi::SenderCounters *counters);
+    ~SendLane();
+    SendLane(const SendLane&) = delete;
+    SendLane &operator=(const SendLane&) = delete;
+
+    LaneControl    &control() { return control_; }
+    const PeerInfo &relay() const { return control_.relay(); }
+    uint32_t        rail_hash() const { return rail_hash_; }
+    /* Ready, healthy relay, no failure seen. No syscall. */
+    bool            usable() const
+    {
+        return control_.ready() && control_.relay_healthy();
+    }
+    /* Opening or renewing: operations will go later. */
+    bool            opening() const
+    {
+        return !control_.failed() && !control_.ready();
+    }
+    bool            failed() const { return control_.failed(); }
+
+    /* Immediate staging (short/bcopy): pack(dest) writes at most
+     * max_length bytes and returns how many; they are staged when this
+     * returns UCS_OK. owner->op_done() follows when the relay delivered them
+     * (not called for 0 bytes). */
+    template<typename Pack>
+    ucs_status_t put_now(SendOwner *owner, uint32_t route, uint32_t rkey,
+                         uint64_t remote_addr, size_t max_length, Pack &&pack,
+                         size_t *length);
+
+    /* get_bcopy: the whole reply lands in one piece; unpack(arg, data,
+     * length) runs when it is reaped, then comp completes. UCS_INPROGRESS,
+     * or UCS_ERR_NO_RESOURCE without ring credit. */
+    ucs_status_t get_now(SendOwner *owner, uint32_t route, uint32_t rkey,
+                         uint64_t remote_addr, size_t length,
+                         uct_unpack_callback_t unpack, void *arg,
+                         uct_completion_t *comp);
+
+    /* Queued operation (zcopy): UCS_INPROGRESS, or UCS_ERR_NO_RESOURCE if
+     * the queue is full. The iov stays valid until completion. */
+    ucs_status_t post(SendOwner *owner, abi::Op op, uint32_t route,
+                      uint32_t rkey, uint64_t remote_addr, const uct_iov_t *iov,
+                      size_t iovcnt, uct_completion_t *comp);
+
+    /* Opens, reaps, stages, publishes; returns the work done. */
+    unsigned progress();
+    /* Publishes the open piece (flush). */
+    void     publish_open();
+    /* Fails everything not yet completed (relay gone). */
+    void     fail_all(ucs_status_t status);
+    bool     idle() const;
+    /* See LaneControl::check_relay_alive(); fails the lane's work when the
+     * relay is gone. */
+    bool     check_relay_alive(bool now = false);
+
+private:
+    struct SlotRecord {
+        abi::Op                   op;
+        uint64_t                  rkeys; /* bit i: uses rkey entry i */
+        std::vector<SendRequest*> requests;
+        /* GET: where the slot's bytes go, in slot order */
+        struct GetDest {
+            uint64_t              addr;
+            uint64_t              length;
+            uct_unpack_callback_t unpack; /* get_bcopy; else a copy to addr */
+            void                 *arg;
+        };
+        std::vector<GetDest> get_dest;
+    };
+
+    /* The lane became usable: window, records, stager. */
+    ucs_status_t start(bool renewed);
+    /* A request from the pool, its fields reset and these set. */
+    SendRequest *alloc_request(SendOwner *owner, abi::Op op, uint32_t route,
+                               uint32_t rkey, uint64_t remote_addr,
+                               uct_completion_t *comp);
+    void         free_request(SendRequest *req);
+    void         request_piece_done(SendRequest *req, ucs_status_t status);
+    void         finish_request(SendRequest *req);
+    bool         open_piece(abi::Op op, uint32_t route);
+    SlotRecord  &open_record()
+    {
+        return records_[slot_of(builder_.seq(), geometry_.slots)];
+    }
+    void         add_to_piece(SendRequest *req, uint32_t rkey);
+    uint64_t     append(SendRequest *req);
+    void         publish();
+    unsigned     stage();
+    unsigned     reap();
+    void         check_health();
+    void         quarantine();
+    /* Ends a request taken out of the queue unpublished: direct path or
+     * failure with `status`. */
+    void         give_up(SendRequest *req, ucs_status_t status);
+
+    LaneControl                   control_;
+    const Settings               *settings_;
+    Geometry                      geometry_;
+    int                           gpu_;
+    uint32_t                      rail_hash_ = 0;
+    uint64_t                      credit_timeout_ns_ = 0;
+    std::unique_ptr<Stager>       stager_;
+    SendWindow                    window_;
+    uint64_t                      published_ = 0;
+    bool                          failed_ = false; /* data path gave up */
+    bool                          counted_ = false; /* in counters->lanes */
+
+    PieceBuilder                  builder_;
+    uint64_t                      open_since_ns_ = 0;
+
+    std::vector<SlotRecord>       records_;
+    std::deque<SendRequest*>      queue_;
+    std::vector<SendRequest*>     pool_;
+    std::vector<std::unique_ptr<SendRequest>> requests_;
+    uint64_t                      stall_since_ns_ = 0;
+    uint64_t                      next_health_ns_ = 0;
+    abi::SenderCounters          *counters_ = nullptr;
+};
+
+template<typename Pack>
+ucs_status_t SendLane::put_now(SendOwner *owner, uint32_t route, uint32_t rkey,
+                               uint64_t remote_addr, size_t max_length,
+                               Pack &&pack, size_t *length)
+{
+    if (!usable()) {
+        return opening() ? UCS_ERR_NO_RESOURCE : UCS_ERR_UNREACHABLE;
+    }
+    /* Queued operations go first; a new piece needs ring credit. */
+    if (!queue_.empty() || (max_length > geometry_.slot_size) ||
+        (!builder_.accepts(abi::kOpPut, route, max_length) &&
+         !open_piece(abi::kOpPut, route))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    const uint32_t slot   = slot_of(builder_.seq(), geometry_.slots);
+    const uint64_t offset = builder_.length();
+    *length = pack(stager_->pack_area(slot, offset, max_length));
+    if (*length == 0) {
+        return UCS_OK; /* nothing to deliver */
+    }
+    if (stager_->packed(slot, offset, *length) != UCS_OK) {
+        quarantine();
+        return UCS_ERR_IO_ERROR;
+    }
+    SendRequest *req = alloc_request(owner, abi::kOpPut, route, rkey,
+                                     remote_addr, nullptr);
+    if (req == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    req->staged = true;
+    control_.rkey_hold(rkey);
+    add_to_piece(req, rkey);
+    builder_.add(remote_addr, *length, rkey);
+    if (builder_.full()) {
+        publish();
+    }
+    return UCS_OK;
+}
+
+} // namespace uct
+} // namespace pxn
+
+#endif

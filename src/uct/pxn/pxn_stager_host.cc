@@ -1,0 +1,89 @@
+#include "pxn_stager_host.h"
+
+#include "pxn_cuda.h"
+
+#include <ucs/pxn/seq.h>
+
+#include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace pxn {
+namespace uct {
+
+ucs_status_t HostStager::open(const Params &params, std::unique_ptr<Stager> *stager)
+{
+    std::unique_ptr<HostStager> s(new HostStager());
+    const Geometry &g = params.settings->geometry;
+    UniqueFd fd;
+    ucs_status_t status = params.mapping->open_host_arena(&fd);
+    if (status == UCS_OK) {
+        status = s->arena_.map(fd.get(), g.arena_size(), "relay arena");
+    }
+    if (status != UCS_OK) {
+        return status;
+    }
+    s->slot_size_   = g.slot_size;
+    s->slots_       = g.slots;
+    s->lane_base_   = s->arena_.data() + slot_offset(params.lane, 0, g.slots,
+                                                     g.slot_size);
+    s->producer_    = params.producer;
+    s->gpu_sources_ = cuda_available();
+    s->populate();
+    *stager = std::move(s);
+    return UCS_OK;
+}
+
+/* Faults in this lane's slots once, on the control path: a first touch of a
+ * tmpfs page in the data path costs ~25 ms per 8 MiB slot on a VM, which
+ * would stall the first round of the ring. The lane is ours and idle. */
+void HostStager::populate()
+{
+    const size_t bytes = size_t(slots_) * slot_size_;
+    if (madvise(lane_base_, bytes, MADV_POPULATE_WRITE) == 0) {
+        return;
+    }
+    const size_t page = sysconf(_SC_PAGESIZE);
+    for (size_t offset = 0; offset < bytes; offset += page) {
+        volatile uint8_t *p = lane_base_ + offset;
+        *p = *p; /* older kernels: touch every page */
+    }
+}
+
+void HostStager::add(uint32_t slot, const void *src, uint64_t offset,
+                     uint64_t length)
+{
+    if (gpu_sources_) {
+        copy_any(slot_ptr(slot) + offset, src, length);
+    } else {
+        memcpy(slot_ptr(slot) + offset, src, length);
+    }
+}
+
+ucs_status_t HostStager::commit(uint64_t seq, uint32_t, abi::Op)
+{
+    abi::store_release(producer_->doorbell, seq);
+    return UCS_OK;
+}
+
+ucs_status_t HostStager::copy_out(uint32_t slot, uint64_t offset, void *dest,
+                                  uint64_t length)
+{
+    if (gpu_sources_) {
+        copy_any(dest, slot_ptr(slot) + offset, length);
+    } else {
+        memcpy(dest, slot_ptr(slot) + offset, length);
+    }
+    return UCS_OK;
+}
+
+ucs_status_t HostStager::unpack(uint32_t slot, uint64_t offset,
+                                uct_unpack_callback_t unpack, void *arg,
+                                uint64_t length)
+{
+    unpack(arg, slot_ptr(slot) + offset, length);
+    return UCS_OK;
+}
+
+} // namespace uct
+} // namespace pxn

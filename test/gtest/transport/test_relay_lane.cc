@@ -1,0 +1,246 @@
+/*
+ * A sender lane and the relay in one process over FakeNet: the data path
+ * end to end (descriptors, slots, completions, reaping) and the rules of
+ * the asynchronous control path (a lane that opens in the background, a
+ * relay that answers late).
+ */
+#include "lane_fixture.h"
+
+#include <chrono>
+#include <cstring>
+#include <random>
+
+namespace pxn_test {
+
+using pxn::uct::SendLane;
+
+class RelayLane : public LaneFixture {
+protected:
+    /* A target buffer of `size` bytes reachable through a route. */
+    void make_target(size_t size)
+    {
+        target_.assign(size, 0);
+        rkey_ = net_->register_remote(target_.data(), target_.size());
+    }
+
+    uint32_t lane_rkey(SendLane &lane)
+    {
+        uint32_t index = 0;
+        EXPECT_EQ(UCS_OK, lane.control().rkey_index(rkey_.data(),
+                                                    uint16_t(rkey_.size()),
+                                                    &index));
+        return index;
+    }
+
+    static std::vector<uint8_t> pattern(size_t size, uint64_t seed)
+    {
+        std::vector<uint8_t> v(size);
+        std::mt19937_64 rng(seed);
+        for (auto &b : v) {
+            b = uint8_t(rng());
+        }
+        return v;
+    }
+
+    std::vector<uint8_t> target_;
+    pxn::Bytes           rkey_;
+};
+
+TEST_F(RelayLane, PutOfSeveralSlotsLandsInTargetMemory)
+{
+    start_relay();
+    make_target(1 << 20);
+    auto lane = open_lane();
+    ASSERT_TRUE(make_ready(*lane));
+    const pxn::RouteAnswer route = route_to(*lane, 7);
+    ASSERT_EQ(UCS_OK, route.status);
+
+    /* 5 slots' worth in three segments, at an odd target offset */
+    const auto src = pattern(5 * 65536 + 123, 1);
+    const uct_iov_t iov[3] = {
+        {const_cast<uint8_t*>(src.data()), 1000, nullptr, 0, 1},
+        {const_cast<uint8_t*>(src.data()) + 1000, 200000, nullptr, 0, 1},
+        {const_cast<uint8_t*>(src.data()) + 201000, src.size() - 201000, nullptr, 0, 1}};
+    TestOwner owner;
+    Completion comp;
+    const uint64_t remote = reinterpret_cast<uint64_t>(target_.data()) + 77;
+    ASSERT_EQ(UCS_INPROGRESS, lane->post(&owner, pxn::abi::kOpPut, route.route,
+                                         lane_rkey(*lane), remote, iov, 3,
+                                         &comp.comp));
+    ASSERT_TRUE(drive([&] { return comp.calls == 1; }));
+    EXPECT_EQ(UCS_OK, comp.comp.status);
+    ASSERT_EQ(1u, owner.done.size());
+    EXPECT_EQ(UCS_OK, owner.done[0]);
+    EXPECT_EQ(0, memcmp(target_.data() + 77, src.data(), src.size()));
+    EXPECT_EQ(0u, target_[76]);
+    EXPECT_EQ(0u, target_[77 + src.size()]);
+    EXPECT_GE(relay_counters().pieces, 6u); /* a 4-slot ring, refilled */
+    EXPECT_EQ(src.size(), relay_counters().bytes);
+    EXPECT_EQ(0u, relay_counters().rejected);
+    EXPECT_TRUE(lane->idle());
+}
+
+TEST_F(RelayLane, GetFillsTheLocalBufferFromTargetMemory)
+{
+    start_relay();
+    make_target(1 << 20);
+    const auto remote_bytes = pattern(target_.size(), 2);
+    memcpy(target_.data(), remote_bytes.data(), target_.size());
+    auto lane = open_lane();
+    ASSERT_TRUE(make_ready(*lane));
+    const pxn::RouteAnswer route = route_to(*lane, 8);
+    ASSERT_EQ(UCS_OK, route.status);
+
+    std::vector<uint8_t> local(300000, 0);
+    const uct_iov_t iov = {local.data(), local.size(), nullptr, 0, 1};
+    TestOwner owner;
+    Completion comp;
+    ASSERT_EQ(UCS_INPROGRESS,
+              lane->post(&owner, pxn::abi::kOpGet, route.route, lane_rkey(*lane),
+                         reinterpret_cast<uint64_t>(target_.data()) + 5000,
+                         &iov, 1, &comp.comp));
+    ASSERT_TRUE(drive([&] { return comp.calls == 1; }));
+    EXPECT_EQ(UCS_OK, comp.comp.status);
+    EXPECT_EQ(0, memcmp(local.data(), remote_bytes.data() + 5000, local.size()));
+}
+
+TEST_F(RelayLane, OperationsWaitOutsideTheCallWhileTheLaneOpens)
+{
+    start_relay();
+    make_target(65536);
+    auto lane = open_lane();
+    /* The relay does not run: the lane stays unacknowledged. With a 30 s
+     * heartbeat timeout, a call that waited for the relay would take 30 s. */
+    lane->progress();
+    EXPECT_TRUE(lane->opening());
+    const auto src = pattern(4096, 3);
+    const uct_iov_t iov = {const_cast<uint8_t*>(src.data()), src.size(), nullptr,
+                           0, 1};
+    TestOwner owner;
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE,
+              lane->post(&owner, pxn::abi::kOpPut, 0, 0,
+                         reinterpret_cast<uint64_t>(target_.data()), &iov, 1,
+                         nullptr));
+    size_t packed = 0;
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE,
+              lane->put_now(&owner, 0, 0, 0, 8,
+                            [](uint8_t *) { return size_t(8); }, &packed));
+    for (int i = 0; i < 1000; ++i) {
+        lane->progress();
+    }
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_LT(took, std::chrono::seconds(10)) << "a call waited for the relay";
+    EXPECT_TRUE(lane->opening());
+    EXPECT_TRUE(owner.done.empty());
+
+    /* The relay comes: the lane becomes ready, the operation goes. */
+    ASSERT_TRUE(make_ready(*lane));
+    const pxn::RouteAnswer route = route_to(*lane, 1);
+    ASSERT_EQ(UCS_OK, route.status);
+    Completion comp;
+    ASSERT_EQ(UCS_INPROGRESS,
+              lane->post(&owner, pxn::abi::kOpPut, route.route, lane_rkey(*lane),
+                         reinterpret_cast<uint64_t>(target_.data()), &iov, 1,
+                         &comp.comp));
+    ASSERT_TRUE(drive([&] { return comp.calls == 1; }));
+    EXPECT_EQ(0, memcmp(target_.data(), src.data(), src.size()));
+}
+
+TEST_F(RelayLane, SmallPutsShareASlotUntilItIsFull)
+{
+    start_relay();
+    make_target(65536);
+    auto lane = open_lane();
+    ASSERT_TRUE(make_ready(*lane));
+    const pxn::RouteAnswer route = route_to(*lane, 2);
+    ASSERT_EQ(UCS_OK, route.status);
+    const uint32_t rkey = lane_rkey(*lane);
+    TestOwner owner;
+    /* 64 puts of 8 bytes while the relay does not run: max_plan (64) plans
+     * fit one piece, which goes out when full. */
+    for (uint64_t i = 0; i < 64; ++i) {
+        size_t packed = 0;
+        ASSERT_EQ(UCS_OK, lane->put_now(&owner, route.route, rkey,
+                                        reinterpret_cast<uint64_t>(target_.data()) +
+                                        i * 16, 8, [&](uint8_t *dest) {
+                                            memset(dest, int(i + 1), 8);
+                                            return size_t(8);
+                                        }, &packed));
+        ASSERT_EQ(8u, packed);
+    }
+    ASSERT_TRUE(drive([&] { return owner.done.size() == 64; }));
+    EXPECT_EQ(1u, relay_counters().pieces);
+    for (uint64_t i = 0; i < 64; ++i) {
+        EXPECT_EQ(uint8_t(i + 1), target_[i * 16]) << i;
+        EXPECT_EQ(0u, target_[i * 16 + 8]) << i;
+    }
+}
+
+TEST_F(RelayLane, InnerErrorFailsTheRouteButNotTheLane)
+{
+    start_relay();
+    make_target(65536);
+    auto lane = open_lane();
+    ASSERT_TRUE(make_ready(*lane));
+    const pxn::RouteAnswer route = route_to(*lane, 3);
+    ASSERT_EQ(UCS_OK, route.status);
+    const uint32_t rkey = lane_rkey(*lane);
+    const auto src = pattern(1000, 4);
+    const uct_iov_t iov = {const_cast<uint8_t*>(src.data()), src.size(), nullptr,
+                           0, 1};
+    const uint64_t target = reinterpret_cast<uint64_t>(target_.data());
+    TestOwner owner;
+    Completion bad, after, fresh;
+    /* outside the registered range: the fake's protection error, which
+     * leaves the inner ep unusable (an rc QP in error state) */
+    ASSERT_EQ(UCS_INPROGRESS, lane->post(&owner, pxn::abi::kOpPut, route.route,
+                                         rkey, target + 65000, &iov, 1, &bad.comp));
+    ASSERT_TRUE(drive([&] { return bad.calls == 1; }));
+    EXPECT_EQ(UCS_ERR_IO_ERROR, bad.comp.status);
+    EXPECT_EQ(1u, relay_counters().failed_pieces);
+    /* the route is gone from this relay's point of view... */
+    ASSERT_EQ(UCS_INPROGRESS, lane->post(&owner, pxn::abi::kOpPut, route.route,
+                                         rkey, target, &iov, 1, &after.comp));
+    ASSERT_TRUE(drive([&] { return after.calls == 1; }));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, after.comp.status);
+    EXPECT_EQ(0u, relay_counters().rejected);
+    /* ...while the lane goes on: a new route gets a new inner ep */
+    const pxn::RouteAnswer again = route_to(*lane, 3);
+    ASSERT_EQ(UCS_OK, again.status);
+    EXPECT_NE(route.route, again.route);
+    EXPECT_EQ(2u, net_->stats().eps_created);
+    ASSERT_EQ(UCS_INPROGRESS, lane->post(&owner, pxn::abi::kOpPut, again.route,
+                                         rkey, target, &iov, 1, &fresh.comp));
+    ASSERT_TRUE(drive([&] { return fresh.calls == 1; }));
+    EXPECT_EQ(UCS_OK, fresh.comp.status);
+    EXPECT_EQ(0, memcmp(target_.data(), src.data(), src.size()));
+}
+
+TEST_F(RelayLane, TwoSendersOfOneProcessGetLanesOfTheirOwn)
+{
+    start_relay();
+    auto a = open_lane();
+    auto b = open_lane();
+    ASSERT_TRUE(make_ready(*a));
+    ASSERT_TRUE(make_ready(*b));
+    EXPECT_NE(a->control().index(), b->control().index());
+    EXPECT_EQ(2u, relay_counters().lane_resets);
+}
+
+TEST_F(RelayLane, LaneFailsWhenTheRelayNeverAcknowledges)
+{
+    settings_.heartbeat_timeout = 0.05;
+    start_relay();
+    auto lane = open_lane();
+    /* the relay never runs and its heartbeat goes stale */
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::seconds(10);
+    while (!lane->failed() && (std::chrono::steady_clock::now() < deadline)) {
+        lane->progress();
+    }
+    EXPECT_TRUE(lane->failed());
+    EXPECT_FALSE(lane->usable());
+}
+
+} // namespace pxn_test

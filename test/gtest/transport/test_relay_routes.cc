@@ -1,0 +1,244 @@
+/*
+ * The relay's route table as senders see it through their lanes: routes
+ * belong to the relay (keyed by target, inner eps shared by every sender
+ * reaching that target), their capacity is UCX_PXN_ROUTES, and nothing a
+ * sender writes into its mailboxes can make the relay misbehave.
+ */
+#include "lane_fixture.h"
+
+#include <ucs/pxn/route_codec.h>
+
+#include <cstring>
+
+namespace pxn_test {
+
+using pxn::uct::SendLane;
+
+class RelayRoutes : public LaneFixture {
+protected:
+    void SetUp() override
+    {
+        LaneFixture::SetUp();
+        start_relay();
+        lane_ = open_lane();
+        ASSERT_TRUE(make_ready(*lane_));
+    }
+
+    void TearDown() override
+    {
+        lane_.reset();
+        LaneFixture::TearDown();
+    }
+
+    uint64_t routes_active() const
+    {
+        return pxn::abi::load_relaxed(relay_counters().routes_active);
+    }
+
+    std::unique_ptr<SendLane> lane_;
+};
+
+TEST_F(RelayRoutes, OneLaneReachesMoreThan32TargetsOfOneRail)
+{
+    std::vector<std::vector<uint8_t>> targets(40, std::vector<uint8_t>(64, 0));
+    std::vector<uint32_t> routes;
+    for (uint64_t t = 0; t < targets.size(); ++t) {
+        const pxn::RouteAnswer a = route_to(*lane_, t);
+        ASSERT_EQ(UCS_OK, a.status) << "target " << t;
+        EXPECT_EQ(routes.end(), std::find(routes.begin(), routes.end(), a.route));
+        routes.push_back(a.route);
+    }
+    EXPECT_EQ(40u, routes_active());
+    EXPECT_EQ(40u, net_->stats().eps_created);
+
+    TestOwner owner;
+    std::vector<Completion> comps(targets.size());
+    const uint8_t src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    for (size_t t = 0; t < targets.size(); ++t) {
+        const pxn::Bytes key = net_->register_remote(targets[t].data(), 64);
+        uint32_t rkey;
+        ASSERT_EQ(UCS_OK, lane_->control().rkey_index(key.data(), uint16_t(key.size()),
+                                                      &rkey));
+        const uct_iov_t iov = {const_cast<uint8_t*>(src), sizeof(src), nullptr, 0, 1};
+        ucs_status_t status;
+        ASSERT_TRUE(drive([&] {
+            status = lane_->post(&owner, pxn::abi::kOpPut, routes[t], rkey,
+                                 reinterpret_cast<uint64_t>(targets[t].data()) + t,
+                                 &iov, 1, &comps[t].comp);
+            return status != UCS_ERR_NO_RESOURCE;
+        }));
+        ASSERT_EQ(UCS_INPROGRESS, status);
+    }
+    ASSERT_TRUE(drive([&] { return owner.done.size() == targets.size(); }));
+    for (size_t t = 0; t < targets.size(); ++t) {
+        EXPECT_EQ(UCS_OK, comps[t].comp.status) << t;
+        EXPECT_EQ(0, memcmp(targets[t].data() + t, src, sizeof(src))) << t;
+    }
+}
+
+TEST_F(RelayRoutes, SendersReachingOneTargetShareOneInnerEp)
+{
+    auto other = open_lane();
+    ASSERT_TRUE(make_ready(*other));
+    const pxn::RouteAnswer a = route_to(*lane_, 5);
+    const pxn::RouteAnswer b = route_to(*other, 5);
+    ASSERT_EQ(UCS_OK, a.status);
+    ASSERT_EQ(UCS_OK, b.status);
+    EXPECT_EQ(a.route, b.route);
+    EXPECT_EQ(1u, net_->stats().eps_created);
+    EXPECT_EQ(1u, routes_active());
+
+    /* the ep lives until its last holder lets go */
+    lane_->control().release_route(a.route);
+    ASSERT_TRUE(drive([&] { return lane_->idle(); }, 1000));
+    drive([] { return false; }, 100);
+    EXPECT_EQ(0u, net_->stats().eps_destroyed);
+    other->control().release_route(b.route);
+    ASSERT_TRUE(drive([&] { return net_->stats().eps_destroyed == 1; }));
+    EXPECT_EQ(0u, routes_active());
+}
+
+TEST_F(RelayRoutes, FullRouteTableRefusesNewTargetsUntilOneIsReleased)
+{
+    lane_.reset();
+    lanes_.clear();
+    relay_.reset();
+    registry_.reset();
+    settings_.routes = 4;
+    start_relay();
+    lane_ = open_lane();
+    ASSERT_TRUE(make_ready(*lane_));
+    std::vector<uint32_t> routes;
+    for (uint64_t t = 0; t < 4; ++t) {
+        const pxn::RouteAnswer a = route_to(*lane_, t);
+        ASSERT_EQ(UCS_OK, a.status);
+        routes.push_back(a.route);
+    }
+    EXPECT_EQ(UCS_ERR_EXCEEDS_LIMIT, route_to(*lane_, 4).status);
+    EXPECT_EQ(1u, relay_counters().route_errors);
+    /* an existing target still gets its route */
+    EXPECT_EQ(routes[2], route_to(*lane_, 2).route);
+    lane_->control().release_route(routes[0]);
+    EXPECT_EQ(UCS_OK, route_to(*lane_, 4).status);
+}
+
+TEST_F(RelayRoutes, RouteToTheRelaysOwnProcessIsRefused)
+{
+    const pxn::Bytes own = FakeNet::target_iface(9);
+    is_local_ = [&](const pxn::Bytes &, const pxn::Bytes &iface) {
+        return iface == own;
+    };
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, route_to(*lane_, 9).status);
+    EXPECT_EQ(0u, net_->stats().eps_created);
+    EXPECT_EQ(UCS_OK, route_to(*lane_, 10).status);
+}
+
+TEST_F(RelayRoutes, ReleasedRouteLivesUntilItsPiecesComplete)
+{
+    std::vector<uint8_t> target(4096, 0);
+    const pxn::Bytes key = net_->register_remote(target.data(), target.size());
+    const pxn::RouteAnswer a = route_to(*lane_, 1);
+    ASSERT_EQ(UCS_OK, a.status);
+    uint32_t rkey;
+    ASSERT_EQ(UCS_OK, lane_->control().rkey_index(key.data(), uint16_t(key.size()),
+                                                  &rkey));
+    net_->hold(true);
+    const uint8_t src[64] = {9};
+    const uct_iov_t iov = {const_cast<uint8_t*>(src), sizeof(src), nullptr, 0, 1};
+    TestOwner owner;
+    Completion comp;
+    ASSERT_EQ(UCS_INPROGRESS,
+              lane_->post(&owner, pxn::abi::kOpPut, a.route, rkey,
+                          reinterpret_cast<uint64_t>(target.data()), &iov, 1,
+                          &comp.comp));
+    ASSERT_TRUE(drive([&] { return net_->inflight() == 1; }));
+    lane_->control().release_route(a.route);
+    drive([] { return false; }, 1000);
+    EXPECT_EQ(0u, net_->stats().eps_destroyed) << "ep destroyed under a piece";
+    EXPECT_EQ(0u, comp.calls);
+    net_->hold(false);
+    ASSERT_TRUE(drive([&] { return comp.calls == 1; }));
+    EXPECT_EQ(UCS_OK, comp.comp.status);
+    ASSERT_TRUE(drive([&] { return net_->stats().eps_destroyed == 1; }));
+}
+
+TEST_F(RelayRoutes, GrantToACancelledRequestIsReleased)
+{
+    TestClient client;
+    pxn::RouteMessage m;
+    m.kind  = pxn::abi::kRouteToIface;
+    m.dev   = net_->device_addr();
+    m.iface = FakeNet::target_iface(3);
+    lane_->control().request_route(m, &client);
+    lane_->control().cancel(&client);
+    ASSERT_TRUE(drive([&] { return net_->stats().eps_created == 1; }));
+    ASSERT_TRUE(drive([&] { return net_->stats().eps_destroyed == 1; }));
+    EXPECT_FALSE(client.answered);
+    EXPECT_EQ(0u, routes_active());
+}
+
+TEST_F(RelayRoutes, MalformedRequestIsAnsweredWithAnErrorAndTheLaneGoesOn)
+{
+    /* a sender writing its mailbox by hand: unknown kind, oversized length */
+    pxn::abi::RouteEntry &mailbox = lane_->control().block().route(15);
+    mailbox.request.kind         = 99;
+    mailbox.request.dev_addr_len = 60000;
+    pxn::abi::store_release(mailbox.request.request_gen, uint64_t(1000));
+    lane_->control().notify();
+    pxn::RouteAnswer answer;
+    ASSERT_TRUE(drive([&] {
+        return pxn::read_route_reply(&mailbox.reply, 1000, &answer);
+    }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, answer.status);
+    EXPECT_EQ(1u, relay_counters().route_errors);
+    /* a hold it never had cannot be released */
+    pxn::RouteMessage release;
+    release.kind  = pxn::abi::kRouteRelease;
+    release.route = 3;
+    ASSERT_EQ(UCS_OK, pxn::post_route_request(&mailbox.request, 1001, release));
+    ASSERT_TRUE(drive([&] {
+        return pxn::read_route_reply(&mailbox.reply, 1001, &answer);
+    }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, answer.status);
+    EXPECT_EQ(UCS_OK, route_to(*lane_, 1).status);
+}
+
+TEST_F(RelayRoutes, KeyInUseByAPieceInFlightIsNeverReleased)
+{
+    std::vector<uint8_t> target(4096, 0);
+    const pxn::Bytes key = net_->register_remote(target.data(), target.size());
+    const pxn::RouteAnswer a = route_to(*lane_, 1);
+    uint32_t rkey;
+    ASSERT_EQ(UCS_OK, lane_->control().rkey_index(key.data(), uint16_t(key.size()),
+                                                  &rkey));
+    net_->hold(true);
+    const uint8_t src[64] = {7};
+    const uct_iov_t iov = {const_cast<uint8_t*>(src), sizeof(src), nullptr, 0, 1};
+    TestOwner owner;
+    Completion first, second;
+    ASSERT_EQ(UCS_INPROGRESS,
+              lane_->post(&owner, pxn::abi::kOpPut, a.route, rkey,
+                          reinterpret_cast<uint64_t>(target.data()), &iov, 1,
+                          &first.comp));
+    ASSERT_TRUE(drive([&] { return net_->inflight() == 1; }));
+    EXPECT_EQ(1u, net_->stats().rkeys_unpacked);
+
+    /* the entry is rewritten under the piece (a hostile or buggy sender):
+     * the next descriptor that names it is refused, the old key stays */
+    pxn::abi::RkeyEntry &entry = lane_->control().block().rkey(rkey);
+    pxn::abi::store_release(entry.gen, pxn::abi::load_relaxed(entry.gen) + 100);
+    ASSERT_EQ(UCS_INPROGRESS,
+              lane_->post(&owner, pxn::abi::kOpPut, a.route, rkey,
+                          reinterpret_cast<uint64_t>(target.data()) + 64, &iov, 1,
+                          &second.comp));
+    ASSERT_TRUE(drive([&] { return relay_counters().rejected == 1; }));
+    EXPECT_EQ(0u, net_->stats().rkeys_released);
+    net_->hold(false);
+    /* completions are reaped in order */
+    ASSERT_TRUE(drive([&] { return second.calls == 1; }));
+    EXPECT_EQ(UCS_OK, first.comp.status);
+    EXPECT_NE(UCS_OK, second.comp.status);
+    EXPECT_EQ(0, target[64]);
+}
+
+} // namespace pxn_test
