@@ -2,20 +2,143 @@
 
 #include <apps/locate.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <csignal>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
+#include <fstream>
 #include <ftw.h>
 #include <poll.h>
+#include <sstream>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 namespace pxn_test {
+
+double time_scale()
+{
+    static std::atomic<bool> warned{false};
+    const char *value = getenv("PXN_TEST_TIME_SCALE");
+    if ((value == nullptr) || (*value == '\0')) {
+        return 1.0;
+    }
+    char        *end   = nullptr;
+    const double scale = strtod(value, &end);
+    if ((end == value) || (*end != '\0') || !std::isfinite(scale) || (scale < 1.0)) {
+        if (!warned.exchange(true)) {
+            fprintf(stderr, "PXN_TEST_TIME_SCALE=%s is not a number >= 1: "
+                    "using 1\n", value);
+        }
+        return 1.0;
+    }
+    return scale;
+}
+
+double scaled_s(double seconds)
+{
+    return seconds * time_scale();
+}
+
+int scaled_ms(int timeout_ms)
+{
+    const double ms = double(timeout_ms) * time_scale();
+    return (ms >= double(INT_MAX)) ? INT_MAX : int(ms);
+}
+
+using Clock = std::chrono::steady_clock;
+
+static Clock::time_point after(double seconds)
+{
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(seconds));
+}
+
+/* wait_until() with a deadline that is already final (scaled or not). */
+static bool poll_until(const std::function<bool()> &done,
+                       Clock::time_point deadline, double poll_s)
+{
+    const auto pause = std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(std::max(poll_s, 0.0)));
+    for (;;) {
+        if (done()) {
+            return true;
+        }
+        const auto now = Clock::now();
+        if (now >= deadline) {
+            return false;
+        }
+        std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
+    }
+}
+
+bool wait_until(const std::function<bool()> &done, double timeout_s, double poll_s)
+{
+    return poll_until(done, after(scaled_s(timeout_s)), poll_s);
+}
+
+void hold_for(double seconds, const char *why)
+{
+    (void)why; /* for the reader: every fixed duration says why it is one */
+    std::this_thread::sleep_for(std::chrono::duration<double>(scaled_s(seconds)));
+}
+
+/* The fields of /proc/<pid>/stat after the command name ("(comm)" may
+ * contain spaces and parentheses); fields[0] is field 3, the state. */
+static std::vector<std::string> stat_fields(int pid)
+{
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string   text((std::istreambuf_iterator<char>(in)),
+                       std::istreambuf_iterator<char>());
+    const size_t  paren = text.rfind(')');
+    std::vector<std::string> fields;
+    if (paren == std::string::npos) {
+        return fields;
+    }
+    std::istringstream rest(text.substr(paren + 1));
+    for (std::string field; rest >> field;) {
+        fields.push_back(field);
+    }
+    return fields;
+}
+
+char process_state(int pid)
+{
+    const auto fields = stat_fields(pid);
+    return fields.empty() ? 0 : fields[0][0];
+}
+
+unsigned long long process_start_ticks(int pid)
+{
+    const auto fields = stat_fields(pid);
+    return (fields.size() > 19) ? strtoull(fields[19].c_str(), nullptr, 10) : 0;
+}
+
+unsigned long long boot_ticks()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    const long hz = sysconf(_SC_CLK_TCK);
+    return (unsigned long long)ts.tv_sec * hz +
+           (unsigned long long)ts.tv_nsec * hz / 1000000000ull;
+}
+
+std::string process_wchan(int pid)
+{
+    std::ifstream in("/proc/" + std::to_string(pid) + "/wchan");
+    std::string   wchan;
+    std::getline(in, wchan);
+    return (wchan == "0") ? "" : wchan;
+}
 
 ScopedEnv::ScopedEnv(const char *name, const char *value) : name_(name)
 {
@@ -288,24 +411,27 @@ int ForkedChild::wait(int timeout_ms)
     if (pid_ <= 0) {
         return kWaitTimeout;
     }
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(timeout_ms);
-    for (;;) {
+    if (timeout_ms < 0) {
+        timeout_ms = scaled_ms(kDefaultTimeoutMs);
+    }
+    int result = kWaitTimeout;
+    /* timeout_ms is the caller's bound as it is (scaled where the caller
+     * wants it so) */
+    poll_until([&] {
         int         status = 0;
         const pid_t rc     = waitpid(pid_, &status, WNOHANG);
         if (rc == pid_) {
-            pid_ = -1;
-            return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+            pid_   = -1;
+            result = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+            return true;
         }
         if ((rc < 0) && (errno != EINTR)) {
             pid_ = -1;
-            return kWaitTimeout;
+            return true; /* result stays kWaitTimeout */
         }
-        if (std::chrono::steady_clock::now() > deadline) {
-            return kWaitTimeout;
-        }
-        usleep(1000);
-    }
+        return false;
+    }, after(timeout_ms / 1000.0), 0.001);
+    return result;
 }
 
 void ForkedChild::kill(int sig)

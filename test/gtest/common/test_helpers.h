@@ -1,6 +1,15 @@
 /*
  * Helpers shared by the gtest suite: environment overrides, capture of UCX
- * log messages, running a child program and collecting its output.
+ * log messages, running a child program and collecting its output, and
+ * bounded waits.
+ *
+ * Waiting (project rule: tests wait on counters or events, never on
+ * sleeps, and scale time bounds under sanitizers): wait_until() polls the
+ * condition a test waits for; every time bound a test sets (a wait's
+ * timeout, a deadline, an upper bound on how long something took) goes
+ * through time_scale(). The rare duration that is itself what a test needs
+ * (nothing observable stands for it) is a hold_for() with its reason, so
+ * that every one is explicit and greppable.
  */
 #ifndef PXN_TEST_HELPERS_H_
 #define PXN_TEST_HELPERS_H_
@@ -14,6 +23,43 @@
 #include <vector>
 
 namespace pxn_test {
+
+/* How much longer than normal everything may take: 1.0, or the value of
+ * the environment variable PXN_TEST_TIME_SCALE when it is set to a number
+ * >= 1 (anything else counts as 1, with one warning on stderr).
+ * contrib/sanitize.sh sets it (e.g. 4) for ASan builds. */
+double time_scale();
+
+/* seconds * time_scale(); timeout_ms * time_scale(), for the millisecond
+ * timeouts of ForkedChild, PeerProcess and BackgroundProcess. */
+double scaled_s(double seconds);
+int    scaled_ms(int timeout_ms);
+
+/* Polls done() every poll_s seconds until it returns true or
+ * timeout_s * time_scale() seconds have passed; returns done()'s last
+ * value (it is called once more at the deadline). */
+bool wait_until(const std::function<bool()> &done, double timeout_s,
+                double poll_s = 0.001);
+
+/* Sleeps seconds * time_scale(). Only for a duration that is inherent to
+ * what a test checks and has no observable effect to wait for; `why` says
+ * which (and makes every such duration greppable). */
+void hold_for(double seconds, const char *why);
+
+/* State letter of process `pid` (/proc/<pid>/stat field 3: 'R', 'S', 'D',
+ * 'T', 'Z', ...); 0 if there is no such process. */
+char process_state(int pid);
+
+/* Its start time in clock ticks since boot (/proc/<pid>/stat field 22);
+ * 0 if there is no such process. */
+unsigned long long process_start_ticks(int pid);
+
+/* Clock ticks since boot now, on the clock of process_start_ticks(). */
+unsigned long long boot_ticks();
+
+/* /proc/<pid>/wchan: where it sleeps in the kernel; "" if unknown (also
+ * "0", which kernels show when they do not tell). */
+std::string process_wchan(int pid);
 
 /* Sets (or unsets, for nullptr) an environment variable for its lifetime. */
 class ScopedEnv {
@@ -122,15 +168,19 @@ public:
     bool start(const std::function<int(ChildChannel&)> &body);
     int pid() const { return pid_; }
     bool send(const std::string &line) { return channel_->send(line); }
-    bool receive(std::string *line, int timeout_ms = 10000)
+    /* Default timeout: kDefaultTimeoutMs, scaled (time_scale()). */
+    bool receive(std::string *line, int timeout_ms = -1)
     {
-        return channel_->receive(line, timeout_ms);
+        return channel_->receive(line, (timeout_ms < 0) ?
+                                       scaled_ms(kDefaultTimeoutMs) : timeout_ms);
     }
-    /* Exit code, or -signal; kWaitTimeout if still running after timeout_ms. */
-    int wait(int timeout_ms = 10000);
+    /* Exit code, or -signal; kWaitTimeout if still running after timeout_ms
+     * (default: kDefaultTimeoutMs, scaled). */
+    int wait(int timeout_ms = -1);
     void kill(int sig);
 
-    static constexpr int kWaitTimeout = -1000;
+    static constexpr int kWaitTimeout      = -1000;
+    static constexpr int kDefaultTimeoutMs = 10000;
 
 private:
     int                           pid_ = -1;

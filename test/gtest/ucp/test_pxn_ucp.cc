@@ -40,6 +40,14 @@ extern char **environ;
 namespace {
 
 using pxn_tools::BackgroundProcess;
+using pxn_test::scaled_ms;
+
+/* --deadline of ucp_rma_check (seconds, an alarm()), scaled like the
+ * tests' own bounds. */
+std::string deadline(unsigned seconds)
+{
+    return std::to_string(unsigned(pxn_test::scaled_s(seconds)));
+}
 
 constexpr const char *kPrefix = "pxnu";
 
@@ -243,7 +251,7 @@ protected:
         const std::string name = "relay-n" + std::to_string(s.node) + "r" +
                                  std::to_string(s.rail);
         BackgroundProcess *p = spawn(name, inner, s, argv, extra_env);
-        if ((p != nullptr) && !p->wait_for_output("relaying on", 10000)) {
+        if ((p != nullptr) && !p->wait_for_output("relaying on", scaled_ms(10000))) {
             ADD_FAILURE() << name << " did not start:\n" << p->output();
             return nullptr;
         }
@@ -255,7 +263,7 @@ protected:
     {
         RelayStats st;
         p->kill(SIGTERM);
-        EXPECT_EQ(0, p->wait(10000)) << p->output();
+        EXPECT_EQ(0, p->wait(scaled_ms(10000))) << p->output();
         const std::string out = p->output();
         const size_t at = out.find("relayed ");
         st.found = (at != std::string::npos) &&
@@ -284,11 +292,10 @@ protected:
         if (srv == nullptr) {
             return run;
         }
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (!listening(srv->pid(), port) && (srv->wait(0) == -1000) &&
-               (std::chrono::steady_clock::now() < until)) {
-            usleep(10000);
-        }
+        /* Not asserted: a client that finds no server says so. */
+        pxn_test::wait_until([&] {
+            return listening(srv->pid(), port) || (srv->wait(0) != -1000);
+        }, 10, 0.01);
         std::vector<std::string> argv = {ucx_bin("ucx_perftest"), front_ip(server),
                                          "-p", p};
         argv.insert(argv.end(), args.begin(), args.end());
@@ -296,10 +303,10 @@ protected:
         client_env.push_back("UCX_LOG_LEVEL=info");
         BackgroundProcess *cli = spawn("client", inner, kClient, argv, client_env);
         if (cli != nullptr) {
-            run.client     = cli->wait(30000);
+            run.client     = cli->wait(scaled_ms(30000));
             run.client_log = cli->output();
         }
-        run.server     = srv->wait((run.client == 0) ? 10000 : 0);
+        run.server     = srv->wait((run.client == 0) ? scaled_ms(10000) : 0);
         run.server_log = srv->output();
         return run;
     }
@@ -362,8 +369,8 @@ protected:
         }
         BackgroundProcess *t = spawn("target", Inner::kCma, kServer,
                                      {rma_check(), "--target", "-p", std::to_string(port),
-                                      "--deadline", "40"}, extra_env);
-        if ((t != nullptr) && !t->wait_for_output("listening", 10000)) {
+                                      "--deadline", deadline(40)}, extra_env);
+        if ((t != nullptr) && !t->wait_for_output("listening", scaled_ms(10000))) {
             ADD_FAILURE() << "target did not start:\n" << t->output();
             return nullptr;
         }
@@ -390,10 +397,11 @@ protected:
         BackgroundProcess *r10 = relay(Inner::kCma, kRelay10);
         BackgroundProcess *target = rma_target(port, extra_env);
         ASSERT_TRUE(r01 && r10 && target);
-        args.insert(args.end(), {"--rounds", std::to_string(rounds), "--deadline", "15"});
+        args.insert(args.end(), {"--rounds", std::to_string(rounds), "--deadline",
+                                 deadline(15)});
         BackgroundProcess *in = rma_initiator(port, args, extra_env);
         ASSERT_NE(nullptr, in);
-        const int status = in->wait(25000);
+        const int status = in->wait(scaled_ms(25000));
         const std::string log = in->output();
         initiator_log_ = log;
         EXPECT_EQ(0, status) << tail(log) << "\ntarget:\n" << tail(target->output());
@@ -402,7 +410,7 @@ protected:
         const auto cfgs = ep_cfg_lines(log);
         EXPECT_NE(std::string::npos, joined(cfgs).find("rma(pxn/"))
                 << "no pxn RMA lane:\n" << joined(cfgs);
-        EXPECT_EQ(0, target->wait(10000)) << tail(target->output());
+        EXPECT_EQ(0, target->wait(scaled_ms(10000))) << tail(target->output());
         EXPECT_NE(std::string::npos, target->output().find("target result=ok"));
         const RelayStats s01 = stop_relay(r01), s10 = stop_relay(r10);
         EXPECT_GE(s01.bytes, 2 * rounds * kRegion) << "puts and gets via n0r1";
@@ -419,34 +427,37 @@ protected:
         BackgroundProcess *r10 = relay(Inner::kCma, kRelay10, fast);
         BackgroundProcess *target = rma_target(port, fast);
         ASSERT_TRUE(r01 && r10 && target);
-        args.insert(args.end(), {"--rounds", "100000", "--no-get", "--deadline", "30"});
+        args.insert(args.end(), {"--rounds", "100000", "--no-get", "--deadline",
+                                 deadline(30)});
         BackgroundProcess *in = rma_initiator(port, args, fast);
         ASSERT_NE(nullptr, in);
 
+        /* Well inside the put loop: past its first two rounds of kRegion
+         * bytes (connection setup, first rkeys), puts still going. */
+        constexpr uint64_t kRegion = 64ul << 20;
         pxn::abi::ProcessCounters c = {};
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while ((!pxn_tools::read_counters(group(0), r01->pid(), &c) ||
-                (c.relay.bytes == 0)) && (in->wait(0) == -1000) &&
-               (std::chrono::steady_clock::now() < until)) {
-            usleep(10000);
-        }
-        ASSERT_GT(c.relay.bytes, 0u) << "no put went through the relay:\n"
-                                     << tail(in->output());
-        usleep(300000); /* well inside the put loop */
+        pxn_test::wait_until([&] {
+            return (pxn_tools::read_counters(group(0), r01->pid(), &c) &&
+                    (c.relay.bytes > 2 * kRegion)) || (in->wait(0) != -1000);
+        }, 10);
+        ASSERT_GT(c.relay.bytes, 2 * kRegion) << "the puts did not go through the "
+                                                 "relay:\n" << tail(in->output());
+        ASSERT_EQ(-1000, in->wait(0)) << "the put loop ended:\n" << tail(in->output());
         r01->kill(SIGKILL);
         const auto killed = std::chrono::steady_clock::now();
-        const int status  = in->wait(15000);
+        const int status  = in->wait(scaled_ms(15000));
         const double took = std::chrono::duration<double>(
                 std::chrono::steady_clock::now() - killed).count();
         const std::string log = in->output();
-        ASSERT_NE(-1000, status) << "initiator hung: still running 15 s after the "
+        ASSERT_NE(-1000, status) << "initiator hung: still running "
+                                 << pxn_test::scaled_s(15) << " s after the "
                                     "relay's SIGKILL\n" << tail(log);
         EXPECT_EQ(3, status) << tail(log);
         EXPECT_EQ(std::string::npos, log.find("result=ok")) << tail(log);
         EXPECT_NE(std::string::npos, log.find("result=transfer-failed")) << tail(log);
         EXPECT_EQ(std::string::npos, log.find("err_handler_calls=0")) << tail(log);
-        EXPECT_LT(took, 15.0);
-        EXPECT_NE(-1000, target->wait(10000)) << "target still running";
+        EXPECT_LT(took, pxn_test::scaled_s(15.0));
+        EXPECT_NE(-1000, target->wait(scaled_ms(10000))) << "target still running";
         EXPECT_NE(0, target->wait(0)) << tail(target->output());
         stop_relay(r10);
     }

@@ -104,7 +104,7 @@ TEST_F(WakeupTest, NotifyWakesASleepingRelayOnceAndDrainClearsTheFlag)
     EXPECT_TRUE(relay.is_sleeping());
     EXPECT_EQ(1u, shared_->relay_sleeping);
     EXPECT_EQ(UCS_OK, sender.notify());
-    EXPECT_EQ(1, readable(relay.fd(), 1000));
+    EXPECT_EQ(1, readable(relay.fd(), pxn_test::scaled_ms(1000)));
     EXPECT_EQ(1u, relay.drain());
     EXPECT_FALSE(relay.is_sleeping());
     EXPECT_EQ(0, readable(relay.fd(), 0));
@@ -140,7 +140,7 @@ TEST_F(WakeupTest, WakesARelayBlockedInPollInAnotherProcess)
         channel.send("sleeping");
         struct pollfd pfd = {wakeup.fd(), POLLIN, 0};
         const auto    t0  = std::chrono::steady_clock::now();
-        const int     rc  = poll(&pfd, 1, 5000);
+        const int     rc  = poll(&pfd, 1, pxn_test::scaled_ms(5000));
         const auto    ms  = std::chrono::duration_cast<std::chrono::milliseconds>(
                 std::chrono::steady_clock::now() - t0).count();
         const size_t drained = wakeup.drain();
@@ -155,7 +155,17 @@ TEST_F(WakeupTest, WakesARelayBlockedInPollInAnotherProcess)
 
     pxn::SenderWakeup sender;
     ASSERT_EQ(UCS_OK, sender.open(AT_FDCWD, fifo_, &shared_->relay_sleeping));
-    usleep(50000); /* let the child block in poll() */
+    /* The child blocks in poll(): asleep (nothing else puts it to sleep
+     * after "sleeping"), in a poll wait where the kernel tells. */
+    ASSERT_TRUE(pxn_test::wait_until([&] {
+        if (pxn_test::process_state(relay.pid()) != 'S') {
+            return false;
+        }
+        const std::string wchan = pxn_test::process_wchan(relay.pid());
+        return wchan.empty() || (wchan.find("poll") != std::string::npos);
+    }, 5)) << "the child does not block in poll(): state "
+           << pxn_test::process_state(relay.pid()) << ", wchan '"
+           << pxn_test::process_wchan(relay.pid()) << "'";
     EXPECT_EQ(UCS_OK, sender.notify());
     ASSERT_TRUE(relay.receive(&line));
     EXPECT_EQ(0u, line.find("woken 1 ")) << line;
@@ -186,7 +196,7 @@ TEST_F(WakeupTest, NoWakeupIsLostWhenSleepRacesWithNotify)
                 continue;
             }
             struct pollfd pfd = {wakeup.fd(), POLLIN, 0};
-            if (poll(&pfd, 1, 2000) == 0) {
+            if (poll(&pfd, 1, pxn_test::scaled_ms(2000)) == 0) {
                 /* The sender published work and saw us awake, or never
                  * published: either way a wakeup was lost. */
                 __atomic_store_n(&shared->lost, seen + 1, __ATOMIC_RELEASE);
@@ -202,7 +212,7 @@ TEST_F(WakeupTest, NoWakeupIsLostWhenSleepRacesWithNotify)
     pxn::SenderWakeup sender;
     ASSERT_EQ(UCS_OK, sender.open(AT_FDCWD, fifo_, &shared_->relay_sleeping));
     const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::seconds(20);
+                          std::chrono::milliseconds(pxn_test::scaled_ms(20000));
     for (uint64_t round = 1; round <= kRounds; ++round) {
         /* Wait until the relay consumed the last round, so that it is going
          * to sleep while this round is published. */
@@ -217,7 +227,7 @@ TEST_F(WakeupTest, NoWakeupIsLostWhenSleepRacesWithNotify)
         __atomic_store_n(&shared_->work, round, __ATOMIC_RELEASE);
         ASSERT_EQ(UCS_OK, sender.notify());
     }
-    EXPECT_EQ(0, relay.wait(20000));
+    EXPECT_EQ(0, relay.wait(pxn_test::scaled_ms(20000)));
     EXPECT_EQ(0u, shared_->lost);
 }
 

@@ -18,8 +18,14 @@
 #include <gtest/gtest.h>
 #include <ucs/type/status.h>
 
+#include <csignal>
+#include <ctime>
+#include <dirent.h>
+#include <fcntl.h>
+#include <functional>
 #include <memory>
 #include <string>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <vector>
 
@@ -31,6 +37,8 @@ using pxn_tools::split;
 inline constexpr const char *kPrefix  = "pxnt";
 inline constexpr size_t      kSlot    = 65536; /* UCX_PXN_SLOT_SIZE in these tests */
 inline constexpr size_t      kSlots   = 4;     /* UCX_PXN_SLOTS */
+/* UCX_PXN_HEARTBEAT_TIMEOUT of tcp_peer() and cma_peer(), in seconds */
+inline constexpr int         kHeartbeatTimeout = 1;
 
 inline std::string topology_script()
 {
@@ -115,7 +123,8 @@ protected:
                     "UCX_PXN_NET_TLS=tcp",
                     "UCX_PXN_SLOT_SIZE=" + std::to_string(kSlot),
                     "UCX_PXN_SLOTS=" + std::to_string(kSlots),
-                    "UCX_PXN_HEARTBEAT_TIMEOUT=1s"});
+                    "UCX_PXN_HEARTBEAT_TIMEOUT=" +
+                    std::to_string(kHeartbeatTimeout) + "s"});
         const std::string ns = prefix_ + "-n" + std::to_string(node) + "r" +
                                std::to_string(rail);
         return start(ns, env, "pxn_tcp", "front");
@@ -129,7 +138,8 @@ protected:
                           "UCX_PXN_RAIL_MAP=memory:" + rail,
                           "UCX_PXN_SLOT_SIZE=" + std::to_string(kSlot),
                           "UCX_PXN_SLOTS=" + std::to_string(kSlots),
-                          "UCX_PXN_HEARTBEAT_TIMEOUT=1s"},
+                          "UCX_PXN_HEARTBEAT_TIMEOUT=" +
+                          std::to_string(kHeartbeatTimeout) + "s"},
                      "pxn_cma", "memory");
     }
 
@@ -203,7 +213,8 @@ protected:
         return status_of(sender->call("put " + kind + " " + t.addr + " " + t.rkey +
                                       " " + std::to_string(bytes) + " " +
                                       std::to_string(chunk) + " " +
-                                      std::to_string(offset)));
+                                      std::to_string(offset),
+                                      pxn_test::scaled_ms(30000)));
     }
 
     pxn::abi::ProcessCounters counters(int node, PeerProcess *peer)
@@ -211,6 +222,103 @@ protected:
         pxn::abi::ProcessCounters c = {};
         EXPECT_TRUE(pxn_tools::read_counters(group(node), peer->pid(), &c));
         return c;
+    }
+
+    using CountersCheck = std::function<bool(const pxn::abi::ProcessCounters&)>;
+
+    /* Waits (bounded: timeout_s, scaled; polling every poll_s) until
+     * `peer`'s registry entry on `node` exists and its counters pass `done`;
+     * false on timeout. `peer` must not have been reaped (its pid is read at
+     * the call). */
+    bool wait_counters(int node, PeerProcess *peer, const CountersCheck &done,
+                       double timeout_s = 10, double poll_s = 0.001)
+    {
+        const std::string g   = group(node);
+        const pid_t       pid = peer->pid();
+        return pxn_test::wait_until([&] {
+            pxn::abi::ProcessCounters c = {};
+            return pxn_tools::read_counters(g, pid, &c) && done(c);
+        }, timeout_s, poll_s);
+    }
+
+    /* The published control file (p<pid>-<epoch>.ctl) of process `pid` in
+     * the registry of `node`; "" if there is none (never published, or
+     * removed by a registry cleanup). */
+    std::string entry_path(int node, pid_t pid) const
+    {
+        const std::string dir = "/dev/shm/ucx-pxn-" + std::to_string(geteuid()) +
+                                "-" + group(node);
+        const std::string prefix = "p" + std::to_string(pid) + "-";
+        std::string path;
+        DIR *d = opendir(dir.c_str());
+        for (dirent *e; (d != nullptr) && ((e = readdir(d)) != nullptr);) {
+            const std::string name = e->d_name;
+            if ((name.rfind(prefix, 0) == 0) && (name.size() > 4) &&
+                (name.compare(name.size() - 4, 4, ".ctl") == 0)) {
+                path = dir + "/" + name;
+            }
+        }
+        if (d != nullptr) {
+            closedir(d);
+        }
+        return path;
+    }
+
+    /* ProcessHeader::heartbeat_ns (CLOCK_MONOTONIC) of `pid`'s entry on
+     * `node`; 0 if it has none. */
+    uint64_t heartbeat_ns(int node, pid_t pid) const
+    {
+        const std::string path = entry_path(node, pid);
+        const int fd = path.empty() ? -1 : open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            return 0;
+        }
+        void *map = mmap(nullptr, pxn::abi::kLaneOffset, PROT_READ, MAP_SHARED, fd, 0);
+        close(fd);
+        if (map == MAP_FAILED) {
+            return 0;
+        }
+        const uint64_t beat = pxn::abi::load_acquire(
+                static_cast<const pxn::abi::ProcessHeader*>(map)->heartbeat_ns);
+        munmap(map, pxn::abi::kLaneOffset);
+        return beat;
+    }
+
+    static uint64_t monotonic_ns()
+    {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return uint64_t(now.tv_sec) * 1000000000ull + uint64_t(now.tv_nsec);
+    }
+
+    /* The last heartbeat of relay `pid` on `node`, dead and reaped (killed
+     * at killed_ns, CLOCK_MONOTONIC): its entry's heartbeat_ns, final now,
+     * or killed_ns where a registry cleanup removed the entry already (its
+     * last beat was no later). */
+    uint64_t last_heartbeat(int node, pid_t pid, uint64_t killed_ns) const
+    {
+        const uint64_t beat = heartbeat_ns(node, pid);
+        return (beat != 0) ? beat : killed_ns;
+    }
+
+    /* SIGKILLs `relay` (on `node`), reaps it, returns last_heartbeat(). */
+    uint64_t kill_relay(int node, PeerProcess *relay)
+    {
+        const pid_t    pid    = relay->pid();
+        const uint64_t killed = monotonic_ns();
+        relay->kill(SIGKILL);
+        EXPECT_NE(-1000, relay->wait(pxn_test::scaled_ms(5000))) << "not reaped";
+        return last_heartbeat(node, pid, killed);
+    }
+
+    /* Until a dead relay's last heartbeat (last_beat_ns) is older than
+     * kHeartbeatTimeout: what every process's health check then sees
+     * (peer_mapping.h: is_healthy). Bounded. */
+    static bool wait_heartbeat_stale(uint64_t last_beat_ns)
+    {
+        return pxn_test::wait_until([&] {
+            return monotonic_ns() > last_beat_ns + kHeartbeatTimeout * 1000000000ull;
+        }, kHeartbeatTimeout + 10.0);
     }
 
     void expect_healthy(int relay_node, PeerProcess *relay, size_t bytes)

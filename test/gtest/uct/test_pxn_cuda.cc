@@ -133,7 +133,8 @@ protected:
         return status_of(s->call(op + " " + t.addr + " " + t.rkey + " " +
                                  std::to_string(bytes) + " " +
                                  std::to_string(chunk) + " " +
-                                 std::to_string(offset), 60000));
+                                 std::to_string(offset),
+                                 pxn_test::scaled_ms(60000)));
     }
 
     std::string put(PeerProcess *s, const Target &t, size_t bytes, size_t chunk,
@@ -217,14 +218,22 @@ TEST_F(PxnCuda, FullRingMakesThePieceAfterKWaitForSlotZero)
     ASSERT_TRUE(sender->send("put zcopy " + t.addr + " " + t.rkey + " " +
                              std::to_string(size) + " " + std::to_string(size) +
                              " 0"));
-    for (int i = 0; (i < 300) && (counters(0, sender).sender.pieces < kSlots); ++i) {
-        usleep(10000);
-    }
-    usleep(300000);
+    /* K pieces fill the ring; the K+1-th waits for credit. */
+    const std::string registry   = group(0);
+    const pid_t       sender_pid = sender->pid();
+    EXPECT_TRUE(pxn_test::wait_until([&] {
+        pxn::abi::ProcessCounters c = {};
+        return pxn_tools::read_counters(registry, sender_pid, &c) &&
+               (c.sender.pieces >= kSlots) && (c.sender.credit_stalls >= 1);
+    }, 3)) << "the ring did not fill";
+    /* The negative: no event says that something will not happen, so it
+     * gets a short while to (it would within microseconds). */
+    pxn_test::hold_for(0.2, "a stopped relay: piece K+1 must stay unpublished "
+                            "and the put incomplete");
     EXPECT_EQ(kSlots, counters(0, sender).sender.pieces);
     EXPECT_EQ("", sender->receive(10)) << "completed without the relay";
     relay->kill(SIGCONT);
-    EXPECT_EQ("Success", status_of(sender->receive(30000)));
+    EXPECT_EQ("Success", status_of(sender->receive(pxn_test::scaled_ms(30000))));
     EXPECT_EQ(kSlots + 1, counters(0, relay).relay.pieces);
     EXPECT_EQ("ok", target->call("check 11 0 " + std::to_string(size)));
 }
@@ -278,7 +287,8 @@ TEST_F(PxnCuda, ThreeSendersShareOneRelay)
                                      std::to_string(i * part)));
     }
     for (size_t i = 0; i < senders.size(); ++i) {
-        EXPECT_EQ("Success", status_of(senders[i]->receive(60000))) << i;
+        EXPECT_EQ("Success", status_of(senders[i]->receive(pxn_test::scaled_ms(60000))))
+                << i;
     }
     EXPECT_EQ("ok", target->call("check 19 0 " + std::to_string(size)));
     expect_healthy(relay, size);

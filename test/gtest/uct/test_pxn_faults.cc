@@ -10,6 +10,7 @@
 
 #include <ucs/pxn/seq.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <random>
@@ -19,6 +20,8 @@ using pxn_test::PxnTransfer;
 using pxn_test::Target;
 using pxn_test::kSlot;
 using pxn_test::kSlots;
+using pxn_test::scaled_ms;
+using pxn_test::scaled_s;
 using pxn_tools::BackgroundProcess;
 using pxn_tools::split;
 
@@ -44,6 +47,14 @@ protected:
     static inline const std::vector<std::string> kHeartbeatDecides = {
             "UCX_PXN_CREDIT_TIMEOUT=20s"};
 
+    /* Until `relay` has forwarded a piece: a put through it is under way. */
+    bool wait_forwarding(PeerProcess *relay)
+    {
+        return wait_counters(0, relay, [](const auto &c) {
+            return c.relay.pieces >= 1;
+        });
+    }
+
     std::string put_cmd(const Target &t, size_t bytes, size_t chunk)
     {
         return "put zcopy " + t.addr + " " + t.rkey + " " + std::to_string(bytes) +
@@ -60,14 +71,15 @@ TEST_F(PxnFaults, RelayKilledBeforeAnyPublicationFailsTheNextPutAtOnce)
     auto [relay, target, sender, t] = cross_rail(size, 97, env);
     ASSERT_TRUE(relay && target && sender);
     relay->kill(SIGKILL);
-    relay->wait(5000);
+    relay->wait(scaled_ms(5000));
 
     /* Rail-only: nothing was published and there is no other path. */
     std::string done;
     ASSERT_TRUE(sender->send(put_cmd(t, size, 1 << 20)));
-    const double waited = seconds_to_answer(sender, &done, 30000);
+    const double waited = seconds_to_answer(sender, &done, scaled_ms(30000));
     ASSERT_GE(waited, 0) << "sender hung";
-    EXPECT_LT(waited, 1.0);
+    /* scaled, but well below the 20 s heartbeat timeout */
+    EXPECT_LT(waited, std::min(scaled_s(1.0), 10.0));
     EXPECT_EQ(ucs_status_string(UCS_ERR_UNREACHABLE), status_of(done));
     const auto c = counters(0, sender);
     EXPECT_EQ(0u, c.sender.pieces);
@@ -88,7 +100,7 @@ TEST_F(PxnFaults, RelayRestartedWhileTheSenderHoldsPiecesFailsThemAndCarriesNewO
     auto [relay, target, sender, t] = cross_rail(size, 101, kHeartbeatDecides);
     ASSERT_TRUE(relay && target && sender);
     ASSERT_TRUE(sender->send(put_cmd(t, size, 1 << 20)));
-    usleep(50000);
+    ASSERT_TRUE(wait_forwarding(relay)) << "the put did not start";
     relay->kill(SIGKILL);
     PeerProcess *restarted = tcp_peer(0, 1); /* a new epoch, before the
                                                 old heartbeat goes stale */
@@ -96,9 +108,10 @@ TEST_F(PxnFaults, RelayRestartedWhileTheSenderHoldsPiecesFailsThemAndCarriesNewO
 
     /* The pieces of the old epoch fail; the new relay never sees them. */
     std::string done;
-    const double waited = seconds_to_answer(sender, &done, 10000);
+    const double waited = seconds_to_answer(sender, &done, scaled_ms(10000));
     ASSERT_GE(waited, 0) << "sender hung";
-    EXPECT_LT(waited, 5.0);
+    /* scaled, but well below the 20 s credit timeout */
+    EXPECT_LT(waited, std::min(scaled_s(5.0), 10.0));
     EXPECT_EQ(ucs_status_string(UCS_ERR_ENDPOINT_TIMEOUT), status_of(done));
     EXPECT_EQ(0u, counters(0, restarted).relay.bytes);
 
@@ -115,9 +128,7 @@ TEST_F(PxnFaults, RelayKilledAtRandomMomentsNeverHangsTheSenderNorSpoilsLaterPut
     const size_t size = 32 << 20;
     auto [first, target, sender, t] = cross_rail(size, 103, kHeartbeatDecides);
     ASSERT_TRUE(first && target && sender);
-    first->kill(SIGKILL);
-    first->wait(5000);
-    usleep(1200000);
+    ASSERT_TRUE(wait_heartbeat_stale(kill_relay(0, first))); /* goes stale */
 
     /* Each round kills the relay once it has completed a random number of
      * the put's 512 pieces: inside the put, wherever it stands. */
@@ -130,23 +141,25 @@ TEST_F(PxnFaults, RelayKilledAtRandomMomentsNeverHangsTheSenderNorSpoilsLaterPut
         ASSERT_TRUE(sender->send(put_cmd(t, size, kSlot)));
         const uint64_t pieces = std::uniform_int_distribution<uint64_t>(
                 1, size / kSlot / 2)(random);
-        pxn::abi::ProcessCounters c = {};
-        for (int i = 0; (i < 10000) &&
-                        (!pxn_tools::read_counters(group(0), relay->pid(), &c) ||
-                         (c.relay.pieces < pieces)); ++i) {
-            usleep(100);
-        }
+        /* Not asserted: the kill comes anyway (at the latest after the
+         * bound, as before). Fine polling: a piece takes tens of us. */
+        wait_counters(0, relay, [pieces](const auto &c) {
+            return c.relay.pieces >= pieces;
+        }, 2, 0.0001);
+        const pid_t    relay_pid = relay->pid();
+        const uint64_t killed    = monotonic_ns();
         relay->kill(SIGKILL);
         std::string done;
-        ASSERT_GE(seconds_to_answer(sender, &done, 10000), 0)
+        ASSERT_GE(seconds_to_answer(sender, &done, scaled_ms(10000)), 0)
                 << "sender hung in round " << round;
         const std::string status = status_of(done);
         EXPECT_TRUE((status == "Success") ||
                     (status == ucs_status_string(UCS_ERR_ENDPOINT_TIMEOUT)))
                 << status;
         failed += (status != "Success");
-        relay->wait(5000);
-        usleep(1200000);
+        EXPECT_NE(-1000, relay->wait(scaled_ms(5000))) << "not reaped";
+        /* its heartbeat goes stale */
+        ASSERT_TRUE(wait_heartbeat_stale(last_heartbeat(0, relay_pid, killed)));
     }
     EXPECT_GE(failed, 1) << "no kill landed inside a put";
 
@@ -167,13 +180,14 @@ TEST_F(PxnFaults, KilledRelayIsNoticedLongBeforeItsHeartbeatGoesStale)
     auto [relay, target, sender, t] = cross_rail(size, 109, env);
     ASSERT_TRUE(relay && target && sender);
     ASSERT_TRUE(sender->send(put_cmd(t, size, 1 << 20)));
-    usleep(50000);
+    ASSERT_TRUE(wait_forwarding(relay)) << "the put did not start";
     relay->kill(SIGKILL);
 
     std::string done;
-    const double waited = seconds_to_answer(sender, &done, 30000);
+    const double waited = seconds_to_answer(sender, &done, scaled_ms(30000));
     ASSERT_GE(waited, 0) << "sender hung";
-    EXPECT_LT(waited, 2.0) << "the heartbeat timeout is 20 s";
+    /* scaled, but well below the heartbeat timeout */
+    EXPECT_LT(waited, std::min(scaled_s(2.0), 10.0)) << "the heartbeat timeout is 20 s";
     EXPECT_EQ(ucs_status_string(UCS_ERR_ENDPOINT_TIMEOUT), status_of(done));
 
     /* A relay started at once carries a new endpoint: the dead one's entry,
@@ -192,21 +206,26 @@ TEST_F(PxnFaults, RelayFrozenPastTheHeartbeatTimeoutFailsItsPiecesAndRecovers)
     auto [relay, target, sender, t] = cross_rail(size, 61, kHeartbeatDecides);
     ASSERT_TRUE(relay && target && sender);
     ASSERT_TRUE(sender->send(put_cmd(t, size, 1 << 20)));
-    usleep(50000);
+    ASSERT_TRUE(wait_forwarding(relay)) << "the put did not start";
     ASSERT_TRUE(relay->stop()); /* frozen, not dead: its pid stays alive */
 
     /* Heartbeat timeout 1 s; a rail-only fabric has no direct path. */
     std::string done;
-    const double waited = seconds_to_answer(sender, &done, 10000);
+    const double waited = seconds_to_answer(sender, &done, scaled_ms(10000));
     ASSERT_GE(waited, 0) << "sender hung behind a frozen relay";
-    EXPECT_LT(waited, 5.0);
+    /* scaled, but well below the 20 s credit timeout */
+    EXPECT_LT(waited, std::min(scaled_s(5.0), 10.0));
     EXPECT_EQ(ucs_status_string(UCS_ERR_ENDPOINT_TIMEOUT), status_of(done));
     EXPECT_GE(counters(0, sender).sender.failed_ops, 1u);
 
     /* Thawed, its heartbeat is fresh again: a new endpoint (the failed one
      * stays failed, as UCT wants) goes through it. */
+    const uint64_t frozen_beat = heartbeat_ns(0, relay->pid());
+    ASSERT_NE(0u, frozen_beat);
     relay->kill(SIGCONT);
-    usleep(300000);
+    ASSERT_TRUE(pxn_test::wait_until([&] {
+        return heartbeat_ns(0, relay->pid()) > frozen_beat;
+    }, 5)) << "no heartbeat after SIGCONT";
     ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
     EXPECT_EQ("Success", put(sender, t, 1 << 20, 65536));
     EXPECT_EQ("ok", target->call("check 61 0 1048576"));
@@ -230,13 +249,14 @@ TEST_F(PxnFaults, TargetKilledUnderTheRelaysWritesFailsOnlyItsOwnOperations)
     ASSERT_EQ("ok", second->call("connect " + b.dev + " " + b.iface));
 
     ASSERT_TRUE(first->send(put_cmd(a, big, 1 << 20)));
-    usleep(50000);
+    /* Under the relay's writes: it forwards first's pieces to the target. */
+    ASSERT_TRUE(wait_forwarding(relay)) << "the put did not start";
     doomed->kill(SIGKILL);
     EXPECT_EQ("Success", put(second, b, small, 1 << 20));
     EXPECT_EQ("ok", healthy->call("check 71 0 " + std::to_string(small)));
 
     std::string done;
-    ASSERT_GE(seconds_to_answer(first, &done, 20000), 0) << "sender hung";
+    ASSERT_GE(seconds_to_answer(first, &done, scaled_ms(20000)), 0) << "sender hung";
     EXPECT_NE("Success", status_of(done));
     EXPECT_GE(counters(0, first).sender.failed_ops, 1u);
     EXPECT_EQ(0u, counters(0, second).sender.failed_ops);
@@ -250,11 +270,19 @@ TEST_F(PxnFaults, TargetKilledUnderTheRelaysWritesFailsOnlyItsOwnOperations)
 TEST_F(PxnFaults, TwoRelaysOnOneRailTheOldestCarriesTheTraffic)
 {
     PeerProcess *older  = tcp_peer(0, 1);
-    usleep(50000); /* start times are counted in clock ticks */
+    ASSERT_NE(nullptr, older);
+    /* Start times are counted in clock ticks: the newer one starts in a
+     * later tick than the older one. */
+    const unsigned long long older_start = pxn_test::process_start_ticks(older->pid());
+    ASSERT_NE(0u, older_start);
+    ASSERT_TRUE(pxn_test::wait_until([&] {
+        return pxn_test::boot_ticks() > older_start;
+    }, 1)) << "the clock tick does not advance";
     PeerProcess *newer  = tcp_peer(0, 1);
     PeerProcess *target = tcp_peer(1, 1);
     PeerProcess *sender = tcp_peer(0, 0);
     ASSERT_TRUE(older && newer && target && sender);
+    ASSERT_LT(older_start, pxn_test::process_start_ticks(newer->pid()));
 
     const size_t size = 4 << 20;
     Target t = target_buffer(target, size);
@@ -264,10 +292,9 @@ TEST_F(PxnFaults, TwoRelaysOnOneRailTheOldestCarriesTheTraffic)
     EXPECT_EQ(size / 2, counters(0, older).relay.bytes);
     EXPECT_EQ(0u, counters(0, newer).relay.bytes);
 
-    /* The older one gone, the newer one takes the rail. */
-    older->kill(SIGKILL);
-    older->wait(5000);
-    usleep(1200000);
+    /* The older one gone (its heartbeat stale), the newer one takes the
+     * rail. */
+    ASSERT_TRUE(wait_heartbeat_stale(kill_relay(0, older)));
     EXPECT_EQ("Success", put(sender, t, size / 2, 65536, size / 2));
     EXPECT_EQ("ok", target->call("check 73 0 " + std::to_string(size)));
     EXPECT_EQ(size / 2, counters(0, newer).relay.bytes);
@@ -313,7 +340,7 @@ TEST_F(PxnFaults, HostileLaneNeitherStopsTheRelayNorReachesTargetMemory)
     for (size_t offset = 0; offset < size; offset += 1 << 20) {
         EXPECT_EQ("Success", put(sender, t, 1 << 20, 65536, offset));
     }
-    EXPECT_EQ(0, hostile.wait(20000)) << hostile.output();
+    EXPECT_EQ(0, hostile.wait(scaled_ms(20000))) << hostile.output();
     EXPECT_NE(std::string::npos, hostile.output().find("hostile: ")) << hostile.output();
 
     EXPECT_EQ("ok", target->call("check 83 0 " + std::to_string(size)));

@@ -12,6 +12,7 @@ using pxn_test::PxnTransfer;
 using pxn_test::Target;
 using pxn_test::kSlot;
 using pxn_test::kSlots;
+using pxn_test::scaled_ms;
 using pxn_tools::split;
 
 namespace {
@@ -114,16 +115,19 @@ TEST_F(PxnTransfer, FullRingMakesThePieceAfterKWaitForSlotZero)
                              " 0"));
     /* K pieces fill the ring; the K+1-th has no credit while nothing is
      * reaped. */
-    for (int i = 0; (i < 200) && (counters(0, sender).sender.pieces < kSlots); ++i) {
-        usleep(10000);
-    }
-    usleep(300000);
+    EXPECT_TRUE(wait_counters(0, sender, [](const auto &c) {
+        return (c.sender.pieces >= kSlots) && (c.sender.credit_stalls >= 1);
+    }, 2)) << "the ring did not fill";
+    /* The negative: no event says that something will not happen, so it
+     * gets a short while to (it would within microseconds). */
+    pxn_test::hold_for(0.2, "a stopped relay: piece K+1 must stay unpublished "
+                            "and the put incomplete");
     EXPECT_EQ(kSlots, counters(0, sender).sender.pieces);
     EXPECT_GE(counters(0, sender).sender.credit_stalls, 1u);
     EXPECT_EQ("", sender->receive(10)) << "completed without the relay";
 
     relay->kill(SIGCONT);
-    EXPECT_EQ("Success", status_of(sender->receive(20000)));
+    EXPECT_EQ("Success", status_of(sender->receive(scaled_ms(20000))));
     EXPECT_EQ(kSlots + 1, counters(0, sender).sender.pieces);
     EXPECT_EQ(kSlots + 1, counters(0, relay).relay.pieces);
     EXPECT_EQ("ok", target->call("check 11 0 " + std::to_string(size)));
@@ -161,7 +165,7 @@ TEST_F(PxnTransfer, SevenSendersShareOneRelay)
                                      std::to_string(i * part)));
     }
     for (int i = 0; i < 7; ++i) {
-        EXPECT_EQ("Success", status_of(senders[i]->receive(30000))) << i;
+        EXPECT_EQ("Success", status_of(senders[i]->receive(scaled_ms(30000)))) << i;
     }
     EXPECT_EQ("ok", target->call("check 17 0 " + std::to_string(size)));
     expect_healthy(0, relay, size);
@@ -175,16 +179,19 @@ TEST_F(PxnTransfer, RelayKilledMidTransferFailsTheOutstandingOperations)
     ASSERT_TRUE(relay && target && sender);
     ASSERT_TRUE(sender->send("put zcopy " + t.addr + " " + t.rkey + " " +
                              std::to_string(size) + " 1048576 0"));
-    usleep(50000);
+    /* Mid-transfer: the relay forwards the put's pieces. */
+    ASSERT_TRUE(wait_counters(0, relay, [](const auto &c) {
+        return c.relay.pieces >= 1;
+    })) << "the put did not start";
     relay->kill(SIGKILL);
     /* Heartbeat timeout 1 s: every outstanding operation ends in error. */
     const auto start = std::chrono::steady_clock::now();
-    const std::string done = sender->receive(10000);
+    const std::string done = sender->receive(scaled_ms(10000));
     const double waited = std::chrono::duration<double>(
             std::chrono::steady_clock::now() - start).count();
     ASSERT_FALSE(done.empty()) << "sender hung";
     EXPECT_NE("Success", status_of(done));
-    EXPECT_LT(waited, 5.0);
+    EXPECT_LT(waited, pxn_test::scaled_s(5.0));
     EXPECT_GE(counters(0, sender).sender.failed_ops, 1u);
 }
 
@@ -202,9 +209,12 @@ TEST_F(PxnTransfer, LaneOfAKilledSenderIsClaimedAgain)
     ASSERT_EQ("ok", first->call("connect " + t.dev + " " + t.iface));
     ASSERT_TRUE(first->send("put zcopy " + t.addr + " " + t.rkey + " " +
                             std::to_string(size) + " 1048576 0"));
-    usleep(30000);
+    /* It holds the lane, pieces in flight. */
+    ASSERT_TRUE(wait_counters(0, first, [](const auto &c) {
+        return c.sender.pieces >= 1;
+    })) << "the first sender did not publish";
     first->kill(SIGKILL);
-    first->wait(5000);
+    first->wait(scaled_ms(5000));
 
     /* The relay's only lane belonged to the dead sender. */
     PeerProcess *second = tcp_peer(0, 2, one_lane);
@@ -222,11 +232,11 @@ TEST_F(PxnTransfer, RestartedRelayCarriesNewPieces)
     ASSERT_TRUE(relay && target && sender);
     EXPECT_EQ("Success", put(sender, t, size / 2, 65536));
 
-    relay->kill(SIGKILL);
-    relay->wait(5000);
+    const uint64_t last_beat = kill_relay(0, relay);
     PeerProcess *restarted = tcp_peer(0, 1);
     ASSERT_NE(nullptr, restarted);
-    usleep(1200000); /* the old relay's heartbeat goes stale */
+    /* the old relay's heartbeat goes stale (the sender still maps it) */
+    ASSERT_TRUE(wait_heartbeat_stale(last_beat));
     EXPECT_EQ("Success", put(sender, t, size / 2, 65536, size / 2));
     EXPECT_EQ("ok", target->call("check 31 0 " + std::to_string(size)));
     EXPECT_GE(counters(0, restarted).relay.bytes, size / 2);
@@ -281,6 +291,14 @@ TEST_F(PxnTransfer, CmaRelayPutsAndGets)
     expect_healthy(0, relay, 3 * size);
 }
 
+/* Behind a frozen relay's full ring (K pieces published): the K operations
+ * queued after them have each gone, at their credit timeout, to the direct
+ * path or to an error. */
+bool queued_ops_decided(const pxn::abi::ProcessCounters &c)
+{
+    return c.sender.fallback_ops + c.sender.failed_ops >= kSlots;
+}
+
 /*
  * Operations that cannot be published (relay frozen, no ring credit for
  * UCX_PXN_CREDIT_TIMEOUT) fall back once to the sender's own inner
@@ -314,12 +332,14 @@ protected:
         EXPECT_TRUE(sender->send("put zcopy " + t->addr + " " + t->rkey + " " +
                                  std::to_string(size) + " " +
                                  std::to_string(kSlot) + " 0"));
-        usleep(1000000); /* past the credit timeout */
+        /* Past the credit timeout: each of the next K operations has been
+         * sent directly or failed. */
+        EXPECT_TRUE(wait_counters(0, sender, queued_ops_decided));
         relay->kill(SIGCONT);
         *target_p = target;
         *relay_p  = relay;
         *sender_p = sender;
-        return status_of(sender->receive(20000));
+        return status_of(sender->receive(scaled_ms(20000)));
     }
 };
 
@@ -349,9 +369,8 @@ TEST_F(PxnFallback, RelayDeadBeforeAPutSendsItOnTheDirectPathUntilANewRelayComes
     source_buffer(sender, size, 107);
     ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
     EXPECT_EQ("Success", put(sender, t, 1 << 20, 65536));
-    relay->kill(SIGKILL);
-    relay->wait(5000);
-    usleep(1200000); /* its heartbeat goes stale */
+    const uint64_t last_beat = kill_relay(0, relay);
+    ASSERT_TRUE(wait_heartbeat_stale(last_beat)); /* its heartbeat goes stale */
 
     /* Nothing of it was published: the same ep sends it straight. */
     EXPECT_EQ("Success", put(sender, t, 1 << 20, 65536, 1 << 20));
@@ -363,7 +382,11 @@ TEST_F(PxnFallback, RelayDeadBeforeAPutSendsItOnTheDirectPathUntilANewRelayComes
     /* A relay back on that rail: the ep routes through it again. */
     PeerProcess *restarted = tcp_peer(0, 1);
     ASSERT_NE(nullptr, restarted);
-    usleep(200000);
+    ASSERT_TRUE(wait_counters(0, restarted, [](const auto &) { return true; }))
+            << "the new relay is not published";
+    pxn_test::hold_for(0.15, "an ep looks for a new relay at most every 100 ms "
+                             "(Ep::kRerouteNs); it last looked during the "
+                             "direct put, and nothing shows when it looks next");
     EXPECT_EQ("Success", put(sender, t, size / 2, 65536, size / 2));
     EXPECT_EQ("ok", target->call("check 107 0 " + std::to_string(size)));
     EXPECT_EQ(size / 2, counters(0, restarted).relay.bytes);
@@ -389,10 +412,11 @@ TEST_F(PxnNoFallback, QueuedOperationsFailCleanlyOnARailOnlyFabric)
     ASSERT_TRUE(sender->send("put zcopy " + t.addr + " " + t.rkey + " " +
                              std::to_string(size) + " " +
                              std::to_string(kSlot) + " 0"));
-    usleep(1000000);
+    /* past the credit timeout */
+    ASSERT_TRUE(wait_counters(0, sender, queued_ops_decided));
     relay->kill(SIGCONT);
     EXPECT_EQ(ucs_status_string(UCS_ERR_TIMED_OUT),
-              status_of(sender->receive(20000)));
+              status_of(sender->receive(scaled_ms(20000))));
     /* The published half arrived; nothing was sent twice. */
     EXPECT_EQ("ok", target->call("check 53 0 " + std::to_string(kSlots * kSlot)));
     const auto c = counters(0, sender);
@@ -418,10 +442,11 @@ TEST_F(PxnNoFallback, FallbackOffFailsWithoutTryingADirectPath)
     ASSERT_TRUE(sender->send("put zcopy " + t.addr + " " + t.rkey + " " +
                              std::to_string(size) + " " +
                              std::to_string(kSlot) + " 0"));
-    usleep(1000000);
+    /* past the credit timeout */
+    ASSERT_TRUE(wait_counters(0, sender, queued_ops_decided));
     relay->kill(SIGCONT);
     EXPECT_EQ(ucs_status_string(UCS_ERR_TIMED_OUT),
-              status_of(sender->receive(20000)));
+              status_of(sender->receive(scaled_ms(20000))));
     EXPECT_EQ(kSlots, counters(0, sender).sender.failed_ops);
     EXPECT_EQ("ok", target->call("check 59 0 " + std::to_string(kSlots * kSlot)));
 }
