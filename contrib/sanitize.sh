@@ -3,9 +3,10 @@
 # the module, the tools and the tests are built with
 # -fsanitize=address,undefined in build-asan, against a copy of the UCX
 # install (.deps/ucx-asan), so that the sanitized module never replaces the
-# normal one. UCX's own programs in the copy (ucx_info, ucx_perftest) get a
-# wrapper that preloads the sanitizer runtimes, which must come first in a
-# process that loads the module. Idempotent.
+# normal one (contrib/ucx_copy.sh). UCX's own programs in the copy
+# (ucx_info, ucx_perftest) get a wrapper that preloads the sanitizer
+# runtimes, which must come first in a process that loads the module.
+# Idempotent.
 #
 #   bash contrib/sanitize.sh
 #   GTEST_FILTER='PxnFaults.*' bash contrib/sanitize.sh
@@ -24,35 +25,16 @@ jobs=${PXN_JOBS:-$(nproc)}
 
 bash "$top/contrib/build.sh" # dependencies, and the normal build's checks
 
-if [ ! -f "$copy/.pxn-copied" ] || [ "$ucx/lib/libucs.so" -nt "$copy/.pxn-copied" ]; then
-    echo "[sanitize] copying $ucx to $copy" >&2
-    rm -rf "$copy"
-    cp -a "$ucx" "$copy"
-    # libtool archives and pkg-config files name their prefix.
-    find "$copy/lib" \( -name '*.la' -o -name '*.pc' \) -print0 |
-        xargs -0 sed -i "s|$ucx|$copy|g"
-    runtimes="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-    for program in ucx_info ucx_perftest; do
-        mv "$copy/bin/$program" "$copy/bin/$program.real"
-        cat > "$copy/bin/$program" <<EOF
-#!/bin/sh
-# contrib/sanitize.sh: UCX's $program is not sanitized, the pxn module it
-# loads is; the sanitizer runtimes must be loaded first.
-LD_LIBRARY_PATH="$copy/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" \\
-LD_PRELOAD="$runtimes\${LD_PRELOAD:+ \$LD_PRELOAD}" \\
-exec "$copy/bin/$program.real" "\$@"
-EOF
-        chmod +x "$copy/bin/$program"
-    done
-    touch "$copy/.pxn-copied"
-fi
+# UCX's programs in the copy are not sanitized, the pxn module they load
+# is: the sanitizer runtimes must be loaded first.
+bash "$top/contrib/ucx_copy.sh" "$ucx" "$copy" \
+    "$(gcc -print-file-name=libasan.so)" "$(gcc -print-file-name=libubsan.so)"
 
 # -Wno-maybe-uninitialized: GCC 12 warns falsely inside <regex> and
 # <functional> under the sanitizers.
 flags="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer"
 flags+=" -fno-sanitize-recover=undefined -Wno-maybe-uninitialized"
-# Paths of the UCX install are compiled into the tests: a build tree
-# configured for another install starts over.
+# A build tree configured for another install starts over.
 if [ -f "$build/Makefile" ] &&
    ! grep -qs -- "--with-ucx=$copy " "$build/.pxn-configure"; then
     rm -rf "$build"
@@ -66,6 +48,8 @@ CXXFLAGS="$flags" LDFLAGS="-fsanitize=address,undefined" LIBS="-lasan -lubsan" \
 rm -rf "$build/sanitizer" # reports of this run only
 mkdir -p "$build/sanitizer"
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:log_path=$build/sanitizer/asan"
+# Everything runs slower: the tests stretch their time bounds.
+export PXN_TEST_TIME_SCALE=${PXN_TEST_TIME_SCALE:-4}
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$build/sanitizer/ubsan"
 filter=${GTEST_FILTER:-*}
 if [[ "$filter" == *-* ]]; then

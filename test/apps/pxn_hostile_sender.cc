@@ -9,11 +9,15 @@
  * reject what is invalid, and never crash.
  *
  *   pxn_hostile_sender <group> <node id> <rail> <seconds> <seed>
+ *   pxn_hostile_sender <group> <node id> <rail> commit
  *
  * The geometry must be the relay's (the tests': 7 lanes x 4 slots x 64 KiB).
  * Prints "hostile: <actions> actions" and exits 0; 2 on bad use, 1 when no
- * lane could be claimed.
+ * lane could be claimed. "commit": a sender that dies between committing a
+ * descriptor and ringing its doorbell: commits one well-formed piece,
+ * prints "committed lane <n>" and waits to be killed.
  */
+#include <ucs/pxn/descriptor.h>
 #include <ucs/pxn/identity.h>
 #include <ucs/pxn/peer_mapping.h>
 #include <ucs/pxn/registry.h>
@@ -128,9 +132,10 @@ private:
 
 int main(int argc, char **argv)
 {
-    if (argc != 6) {
+    const bool commit = (argc == 5) && (strcmp(argv[4], "commit") == 0);
+    if ((argc != 6) && !commit) {
         fprintf(stderr, "usage: pxn_hostile_sender <group> <node id> <rail> "
-                        "<seconds> <seed>\n");
+                        "<seconds> <seed> | commit\n");
         return 2;
     }
     pxn::Settings settings;
@@ -171,6 +176,22 @@ int main(int argc, char **argv)
          ++i) {
         wakeup.notify();
         usleep(1000);
+    }
+
+    if (commit) {
+        /* one plan of 8 bytes at an address nobody will read: the relay
+         * never gets the doorbell */
+        const uint64_t seq = claim.initial_seq + 1;
+        const abi::Plan plan = {0x1000, 8, 0};
+        pxn::write_descriptor(&block.descriptor(uint32_t((seq - 1) % block.slots())),
+                              seq, claim.lane_epoch, abi::kOpPut, 0, &plan, 1);
+        abi::store_release(block.producer().head, seq);
+        wakeup.notify();
+        printf("committed lane %u\n", claim.index);
+        fflush(stdout);
+        for (;;) {
+            pause();
+        }
     }
 
     Hostile hostile(block, claim.lane_epoch, strtoull(argv[5], nullptr, 10));

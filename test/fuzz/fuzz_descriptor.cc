@@ -14,6 +14,8 @@
  * Built by test/fuzz/run.sh. With -DPXN_FUZZ_SEED_WRITER it is instead a
  * program that writes a seed corpus into the directory given as argv[1].
  */
+#include "fuzz_check.h"
+
 #include <ucs/pxn/descriptor.h>
 #include <ucs/pxn/slicer.h>
 
@@ -50,15 +52,6 @@ struct alignas(64) DescBuffer {
     abi::DescriptorHeader header;
     abi::Plan             plans[kMaxCapacity];
 };
-
-#define FUZZ_CHECK(_cond) \
-    do { \
-        if (!(_cond)) { \
-            std::fprintf(stderr, "invariant failed: %s (%s:%d)\n", #_cond, \
-                         __FILE__, __LINE__); \
-            std::abort(); \
-        } \
-    } while (0)
 
 void check_slices(const pxn::DescriptorSnapshot &snap, const Params &p)
 {

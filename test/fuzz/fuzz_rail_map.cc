@@ -8,20 +8,13 @@
  * accepted map has one entry per ','-separated entry and maps each listed
  * device to its rail; parsing is deterministic.
  */
+#include "fuzz_check.h"
+
 #include <ucs/pxn/rail_map.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-
-#define FUZZ_CHECK(_cond) \
-    do { \
-        if (!(_cond)) { \
-            std::fprintf(stderr, "invariant failed: %s (%s:%d)\n", #_cond, \
-                         __FILE__, __LINE__); \
-            std::abort(); \
-        } \
-    } while (0)
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

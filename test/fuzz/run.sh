@@ -1,12 +1,12 @@
 #!/bin/bash
 #
 # Builds the libFuzzer targets of test/fuzz with clang++ (ASan + UBSan,
-# straight from the sources: no automake, no libucs) and runs each for a
-# bounded time.
+# straight from the sources, no automake; the route target links UCX's
+# libucs for pxn's logging) and runs each for a bounded time.
 #
 # Usage: test/fuzz/run.sh [SECONDS_PER_TARGET [TARGET...]]
 #   SECONDS_PER_TARGET  default 10
-#   TARGET              descriptor, rail_map (default: both)
+#   TARGET              descriptor, rail_map, route (default: all)
 # Environment:
 #   UCX_PREFIX      UCX install whose include/ has ucs/type/status.h; default:
 #                   the `UCX_PREFIX =` line of $PXN_BUILDDIR/Makefile, else
@@ -24,7 +24,7 @@ set -eu
 seconds=${1:-10}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(descriptor rail_map)
+[ ${#targets[@]} -gt 0 ] || targets=(descriptor rail_map route)
 
 srcdir=$(cd "$(dirname "$0")/../.." && pwd)
 builddir=${PXN_BUILDDIR:-$PWD}
@@ -93,6 +93,12 @@ for target in "${targets[@]}"; do
                "$core/slicer.cc" -o "$fuzzdir/seed_writer"
         "$fuzzdir/seed_writer" "$corpus"
         extra=(-max_len=1200)
+        ;;
+    route)
+        build route "$srcdir/test/fuzz/fuzz_route.cc" "$core/route_codec.cc" \
+              "$srcdir/src/uct/pxn/pxn_relay_routes.cc" \
+              -L "$UCX_PREFIX/lib" -Wl,-rpath,"$UCX_PREFIX/lib" -lucs
+        extra=(-max_len=4096)
         ;;
     rail_map)
         build rail_map "$srcdir/test/fuzz/fuzz_rail_map.cc" "$core/rail_map.cc"

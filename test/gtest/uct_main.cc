@@ -34,6 +34,10 @@ int main(int argc, char **argv)
                 installed.c_str(), built.c_str());
         return 1;
     }
+    /* pxn is opt-in (UCX_PXN_ENABLE=auto: only where UCX_TLS names it):
+     * the UCT-level tests and their processes ask for it; tests of the
+     * opt-in itself set their own value. */
+    setenv("UCX_PXN_ENABLE", "y", 0);
     ::testing::InitGoogleTest(&argc, argv);
     return RUN_ALL_TESTS();
 }

@@ -198,7 +198,10 @@ struct alignas(kCacheLine) LaneConsumer {
     uint64_t consumed;   /* last seq the relay picked up */
     uint64_t completed;  /* contiguous: every seq <= completed is done */
     uint64_t lane_epoch; /* epoch the relay state belongs to */
-    uint8_t  reserved[40];
+    int32_t  ack_status; /* ucs_status_t of that acknowledgement: UCS_OK,
+                            or why the lane cannot be used (no memory for
+                            its slots); written before lane_epoch */
+    uint8_t  reserved[36];
 };
 
 struct alignas(kCacheLine) LaneHeader {

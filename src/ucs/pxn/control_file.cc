@@ -1,5 +1,7 @@
 #include "control_file.h"
 
+#include "strformat.h"
+
 #include <ucs/debug/log_def.h>
 
 #include <cerrno>
@@ -126,23 +128,11 @@ uint64_t monotonic_ns()
 
 namespace {
 
-std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-std::string format(const char *fmt, ...)
-{
-    char    buf[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    return buf;
-}
-
 std::string describe(const Geometry &g)
 {
-    return format("lanes=%" PRIu32 " slots=%" PRIu32 " slot_size=%" PRIu64
-                  " max_plan=%" PRIu32, g.lanes, g.slots, g.slot_size,
-                  g.max_plan);
+    return strformat("lanes=%" PRIu32 " slots=%" PRIu32 " slot_size=%" PRIu64
+                     " max_plan=%" PRIu32, g.lanes, g.slots, g.slot_size,
+                     g.max_plan);
 }
 
 } // namespace
@@ -152,23 +142,23 @@ std::string read_header(int fd, uid_t uid, abi::ProcessHeader *header,
 {
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        return format("fstat failed: %m");
+        return strformat("fstat failed: %m");
     }
     if (!S_ISREG(st.st_mode)) {
         return "not a regular file";
     }
     if (st.st_uid != uid) {
-        return format("owned by uid %u, not %u", unsigned(st.st_uid),
-                      unsigned(uid));
+        return strformat("owned by uid %u, not %u", unsigned(st.st_uid),
+                         unsigned(uid));
     }
     *file_bytes = uint64_t(st.st_size);
     if (*file_bytes < sizeof(*header)) {
-        return format("truncated: %" PRIu64 " bytes, smaller than a header",
-                      *file_bytes);
+        return strformat("truncated: %" PRIu64 " bytes, smaller than a header",
+                         *file_bytes);
     }
     const ssize_t n = pread(fd, header, sizeof(*header), 0);
     if (n != ssize_t(sizeof(*header))) {
-        return (n < 0) ? format("read failed: %m") : "truncated while reading";
+        return (n < 0) ? strformat("read failed: %m") : "truncated while reading";
     }
     return "";
 }
@@ -178,22 +168,22 @@ std::string check_header(const abi::ProcessHeader &h, uint64_t file_bytes,
                          const Geometry &geometry)
 {
     if (h.magic != abi::kMagic) {
-        return format("wrong magic 0x%016" PRIx64, h.magic);
+        return strformat("wrong magic 0x%016" PRIx64, h.magic);
     }
     if ((h.abi_version != abi::kAbiVersion) ||
         (h.header_size != sizeof(abi::ProcessHeader))) {
-        return format("ABI version %" PRIu32 " (header %" PRIu32 " bytes), this "
-                      "process speaks version %" PRIu32 " (%zu bytes)",
-                      h.abi_version, h.header_size, abi::kAbiVersion,
-                      sizeof(abi::ProcessHeader));
+        return strformat("ABI version %" PRIu32 " (header %" PRIu32 " bytes), this "
+                         "process speaks version %" PRIu32 " (%zu bytes)",
+                         h.abi_version, h.header_size, abi::kAbiVersion,
+                         sizeof(abi::ProcessHeader));
     }
     if (h.uid != uid) {
-        return format("header says uid %" PRIu32 ", not %u", h.uid,
-                      unsigned(uid));
+        return strformat("header says uid %" PRIu32 ", not %u", h.uid,
+                         unsigned(uid));
     }
     if ((h.pid != name.pid) || (h.epoch != name.epoch) || (h.epoch == 0)) {
-        return format("header says pid %" PRIu32 " epoch %016" PRIx64
-                      ", which does not match the file name", h.pid, h.epoch);
+        return strformat("header says pid %" PRIu32 " epoch %016" PRIx64
+                         ", which does not match the file name", h.pid, h.epoch);
     }
     const Geometry theirs = header_geometry(h);
     if (!(theirs == geometry)) {
@@ -207,14 +197,14 @@ std::string check_header(const abi::ProcessHeader &h, uint64_t file_bytes,
         (h.lane_stride != layout.lane_stride) ||
         (h.desc_stride != layout.desc_stride) ||
         (h.arena_size != geometry.arena_size()) || (h.file_size != size)) {
-        return format("inconsistent layout (lane offset %" PRIu64 " stride %" PRIu64
-                      ", descriptor stride %" PRIu64 ", arena %" PRIu64
-                      ", file size %" PRIu64 ")", h.lane_offset, h.lane_stride,
-                      h.desc_stride, h.arena_size, h.file_size);
+        return strformat("inconsistent layout (lane offset %" PRIu64 " stride %" PRIu64
+                         ", descriptor stride %" PRIu64 ", arena %" PRIu64
+                         ", file size %" PRIu64 ")", h.lane_offset, h.lane_stride,
+                         h.desc_stride, h.arena_size, h.file_size);
     }
     if (file_bytes != size) {
-        return format("truncated or padded: %" PRIu64 " bytes, expected %" PRIu64,
-                      file_bytes, size);
+        return strformat("truncated or padded: %" PRIu64 " bytes, expected %" PRIu64,
+                         file_bytes, size);
     }
     return "";
 }

@@ -55,6 +55,7 @@ ucs_status_t reset_lane(const LaneBlock &lane, const ProcessIdentity &sender,
     store_relaxed(consumer.consumed, initial_seq);
     store_relaxed(consumer.completed, initial_seq);
     store_relaxed(consumer.lane_epoch, uint64_t(0));
+    store_relaxed(consumer.ack_status, int32_t(0));
 
     /* Leftovers of the previous owner would otherwise match the new owner's
      * first sequence numbers and generations. */

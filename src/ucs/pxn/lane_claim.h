@@ -46,7 +46,9 @@
  * results it never writes) -- except routes and rkeys when owner.flags has
  * kLaneKeepRoutes and the owner is the one it acknowledged before --
  * writes consumer.{consumed, completed} =
- * initial_seq and every completion.seq = 0, then acknowledges with
+ * initial_seq and every completion.seq = 0, commits the memory of the
+ * lane's slots (an error goes into consumer.ack_status: the lane is
+ * acknowledged but unusable), then acknowledges with
  * store_release(consumer.lane_epoch, lane_epoch). Its stale writes all
  * precede the acknowledgement in its own program order, so they are
  * overwritten.
@@ -54,7 +56,8 @@
  * Sender side: after a claim that is not `resumed`, the sender notifies the
  * relay (wakeup.h) and, bounded by a timeout, waits until
  * load_acquire(consumer.lane_epoch) == lane_epoch before it publishes
- * anything or reads any completion.
+ * anything or reads any completion; consumer.ack_status then says whether
+ * it may (a failure gives the lane back).
  *
  * release_lane(): the owner gives the lane back (state FREE, owner fields
  * cleared, lane_epoch kept, so the relay sees FREE and drops the lane). The

@@ -1,6 +1,6 @@
 /*
  * The per-node registry through which pxn processes find each other:
- * /dev/shm/ucx-pxn-<euid>-<group>/ (base directory overridable for tests).
+ * <base>/ucx-pxn-<euid>-<group>/, base UCX_PXN_REGISTRY_DIR (/dev/shm).
  *
  * Files (names in control_file.h, layout in abi.h):
  *   p<pid>-<epoch>.init   a relay's control file while it is being written
@@ -114,7 +114,7 @@ public:
     static ucs_status_t open(const Settings &settings,
                              std::unique_ptr<Registry> *registry)
     {
-        return open(settings, kDefaultRegistryBase, registry);
+        return open(settings, settings.registry_dir, registry);
     }
 
     ~Registry();

@@ -1,8 +1,10 @@
 #include "settings.h"
 
+#include "control_file.h"
 #include "rail_map.h"
 #include "seq.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -23,6 +25,41 @@ bool is_valid_group_name(const std::string &group)
         }
     }
     return true;
+}
+
+bool tls_names(const std::string &ucx_tls, const std::string &tl)
+{
+    std::string list = ucx_tls;
+    list.erase(0, list.find_first_not_of(" \t"));
+    if (list.empty() || (list[0] == '^')) {
+        return false;
+    }
+    size_t start = 0;
+    while (start <= list.size()) {
+        size_t end = list.find(',', start);
+        end        = (end == std::string::npos) ? list.size() : end;
+        std::string entry = list.substr(start, end - start);
+        entry.erase(0, entry.find_first_not_of(" \t"));
+        entry.erase(entry.find_last_not_of(" \t") + 1);
+        if ((entry == tl) || (entry.rfind(tl + ":", 0) == 0)) {
+            return true;
+        }
+        start = end + 1;
+    }
+    return false;
+}
+
+bool pxn_requested(const Settings &settings, const char *ucx_tls)
+{
+    switch (settings.enable) {
+    case EnableChoice::kYes:
+        return true;
+    case EnableChoice::kNo:
+        return false;
+    case EnableChoice::kAuto:
+        return (ucx_tls != nullptr) && tls_names(ucx_tls, "pxn");
+    }
+    return false;
 }
 
 namespace {
@@ -46,6 +83,10 @@ bool is_node_id_char(char c)
 
 ucs_status_t validate(const Settings &s, std::string *error)
 {
+    if (s.registry_dir.empty() || (s.registry_dir[0] != '/')) {
+        return out_of_range(error, "REGISTRY_DIR", "'" + s.registry_dir + "'",
+                            "must be an absolute path");
+    }
     if (!is_valid_group_name(s.group)) {
         return out_of_range(error, "GROUP", "'" + s.group + "'",
                             "must be 1-64 characters of [A-Za-z0-9_.-], not '.' "
@@ -130,6 +171,35 @@ ucs_status_t validate(const Settings &s, std::string *error)
                             "must be smaller than UCX_PXN_RELAY_SLICE");
     }
     return UCS_OK;
+}
+
+uint64_t relay_footprint(const Geometry &g, bool host_arena)
+{
+    return control_file_size(g) + (host_arena ? g.arena_size() : 0);
+}
+
+bool fit_geometry(Settings *s, uint64_t fs_bytes, bool host_arena,
+                  bool *changed)
+{
+    constexpr uint64_t kMinFitSlotSize = 256ull << 10;
+    constexpr uint32_t kMinFitSlots    = 2;
+    Geometry &g   = s->geometry;
+    const bool dfl = (g == Geometry());
+    *changed       = false;
+    while (relay_footprint(g, host_arena) > fs_bytes / 4) {
+        if (!dfl) {
+            return false;
+        }
+        if (g.slot_size > kMinFitSlotSize) {
+            g.slot_size /= 2;
+        } else if (g.slots > kMinFitSlots) {
+            g.slots = std::max(kMinFitSlots, g.slots / 2);
+        } else {
+            return false;
+        }
+        *changed = true;
+    }
+    return true;
 }
 
 } // namespace pxn

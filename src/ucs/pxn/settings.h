@@ -54,6 +54,13 @@ enum class ConnectModel {
     kEp     /* ep-to-ep addresses exchanged through the pxn ep address */
 };
 
+/* Whether pxn is active in a process (UCX_PXN_ENABLE). */
+enum class EnableChoice {
+    kAuto, /* when UCX_TLS names pxn explicitly */
+    kYes,
+    kNo
+};
+
 /* Where a relay's staging arena lives. */
 enum class ArenaChoice {
     kAuto, /* GPU memory when CUDA works and the inner md registers it */
@@ -69,6 +76,8 @@ enum class CopyChoice {
 };
 
 struct Settings {
+    EnableChoice             enable = EnableChoice::kAuto;
+    std::string              registry_dir = "/dev/shm"; /* base of the registry */
     std::string              group;
     std::string              node_id;     /* empty: derived from the boot id */
     std::string              rail_map;
@@ -94,7 +103,29 @@ struct Settings {
 /* 1..64 characters of [A-Za-z0-9_.-], and not "." or "..". */
 bool is_valid_group_name(const std::string &group);
 
+/* Does a UCX_TLS value name transport `tl` explicitly: an entry `tl` or
+ * `tl:<suffix>`, in a list that is not an exclusion ("^...")? "all" does
+ * not count. */
+bool tls_names(const std::string &ucx_tls, const std::string &tl);
+
+/* Is pxn active in a process with these settings and this UCX_TLS value
+ * (nullptr: unset)? The one rule for every way pxn is opened. */
+bool pxn_requested(const Settings &settings, const char *ucx_tls);
+
 ucs_status_t validate(const Settings &settings, std::string *error);
+
+/* Bytes the registry's file system must hold for one relay of this
+ * geometry: its control file, and its host arena when `host_arena`. */
+uint64_t relay_footprint(const Geometry &geometry, bool host_arena);
+
+/* A container's small /dev/shm: when the registry's file system has
+ * `fs_bytes` in all and the geometry is the default one, shrinks it until a
+ * relay takes at most a quarter of that (SLOT_SIZE halved down to 256 KiB,
+ * then SLOTS down to 2); *changed says so. Every process of the node sees
+ * the same file system, so all agree on the result. false: not even the
+ * smallest geometry fits, or a geometry set by the user does not. */
+bool fit_geometry(Settings *settings, uint64_t fs_bytes, bool host_arena,
+                  bool *changed);
 
 } // namespace pxn
 

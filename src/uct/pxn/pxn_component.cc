@@ -3,6 +3,7 @@
  * modules register (constructor of the shared object): with pxn in UCX's
  * module list the loader dlopen()s us; with a stock UCX, LD_PRELOAD does.
  */
+#include "pxn_compat.h"
 #include "pxn_iface.h"
 #include "pxn_md.h"
 
@@ -12,12 +13,6 @@ extern "C" {
 
 static ucs_status_t uct_pxn_cm_open(const uct_component_h, uct_worker_h,
                                     const uct_cm_config_t *, uct_cm_h *) noexcept
-{
-    return UCS_ERR_UNSUPPORTED;
-}
-
-static ucs_status_t uct_pxn_rkey_ptr(uct_component_t *, uct_rkey_t, void *,
-                                     uint64_t, void **) noexcept
 {
     return UCS_ERR_UNSUPPORTED;
 }
@@ -32,9 +27,7 @@ uct_component_t uct_pxn_component = {
     uct_pxn_query_md_resources,
     uct_pxn_md_open,
     uct_pxn_cm_open,
-    uct_pxn_rkey_unpack,
-    uct_pxn_rkey_ptr,
-    uct_pxn_rkey_release,
+    UCT_PXN_COMPONENT_RKEY_OPS,
     {"pxn memory domain", "PXN_", uct_pxn_md_config_table,
      sizeof(uct_pxn_md_config_t), {}},
     UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,

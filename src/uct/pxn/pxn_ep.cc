@@ -92,6 +92,7 @@ ucs_status_t Ep::connect_to_iface(const DeviceAddress &peer,
 {
     peer_       = peer;
     peer_iface_ = inner_iface_addr;
+    has_peer_   = true;
     to_iface_   = true;
     std::shared_ptr<SendLane> lane;
     ucs_status_t status = hub_->lane_for(peer.rail_hash, &lane);
@@ -129,6 +130,23 @@ ucs_status_t Ep::prepare_ep_address()
     return hub_->net().ep_create_unconnected(&passive_, &passive_addr_);
 }
 
+bool Ep::is_connected_to(const DeviceAddress *dev, const Bytes *iface,
+                         const EpAddress *ep) const
+{
+    if (!has_peer_) {
+        return false; /* not connected to anybody yet */
+    }
+    if ((dev != nullptr) &&
+        ((dev->node_hash != peer_.node_hash) ||
+         (dev->rail_hash != peer_.rail_hash) || (dev->inner != peer_.inner))) {
+        return false;
+    }
+    if (to_iface_) {
+        return (iface == nullptr) || (*iface == peer_iface_);
+    }
+    return (ep == nullptr) || (ep->own == peer_ep_);
+}
+
 size_t Ep::ep_address_size() const
 {
     return kMaxEpAddress;
@@ -152,7 +170,9 @@ void Ep::pack_ep_address(uint8_t *out) const
 
 ucs_status_t Ep::connect_to_ep(const DeviceAddress &peer, const EpAddress &addr)
 {
-    peer_ = peer;
+    peer_     = peer;
+    peer_ep_  = addr.own;
+    has_peer_ = true;
     for (Candidate &c : candidates_) {
         if ((c.lane->rail_hash() == peer.rail_hash) && (asked_ == nullptr)) {
             RouteMessage message;
@@ -465,6 +485,9 @@ UCS_CLASS_INIT_FUNC(uct_pxn_ep_t, const uct_ep_params_t *params)
     uct_pxn_iface_t *iface = ucs_derived_of(params->iface, uct_pxn_iface_t);
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+    if (iface->hub == nullptr) {
+        return UCS_ERR_UNREACHABLE; /* a dormant iface */
+    }
     try {
         self->impl = new Ep(iface->hub, &self->super.super);
     } catch (const std::bad_alloc &) {
@@ -591,5 +614,36 @@ ucs_status_t uct_pxn_ep_connect_to_ep(uct_ep_h ep,
         return impl(ep)->connect_to_ep(dev, addr);
     } catch (const std::bad_alloc &) {
         return UCS_ERR_NO_MEMORY;
+    }
+}
+
+int uct_pxn_ep_is_connected(uct_ep_h ep, const uct_device_addr_t *dev_addr,
+                            const uct_iface_addr_t *iface_addr,
+                            const uct_ep_addr_t *ep_addr) noexcept
+{
+    pxn::DeviceAddress dev;
+    pxn::Bytes iface;
+    pxn::EpAddress addr;
+    try {
+        if ((dev_addr != nullptr) &&
+            !pxn::DeviceAddress::unpack(reinterpret_cast<const uint8_t*>(dev_addr),
+                                        pxn::kMaxDeviceAddress, &dev)) {
+            return 0;
+        }
+        if ((iface_addr != nullptr) &&
+            !pxn::unpack_iface_address(reinterpret_cast<const uint8_t*>(iface_addr),
+                                       pxn::kMaxIfaceAddress, &iface)) {
+            return 0;
+        }
+        if ((ep_addr != nullptr) &&
+            !pxn::EpAddress::unpack(reinterpret_cast<const uint8_t*>(ep_addr),
+                                    pxn::kMaxEpAddress, &addr)) {
+            return 0;
+        }
+        return impl(ep)->is_connected_to((dev_addr != nullptr) ? &dev : nullptr,
+                                         (iface_addr != nullptr) ? &iface : nullptr,
+                                         (ep_addr != nullptr) ? &addr : nullptr);
+    } catch (const std::bad_alloc &) {
+        return 0;
     }
 }

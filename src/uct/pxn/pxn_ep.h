@@ -70,6 +70,11 @@ public:
     size_t       ep_address_size() const;
     void         pack_ep_address(uint8_t *out) const;
     ucs_status_t connect_to_ep(const DeviceAddress &peer, const EpAddress &addr);
+    /* Whether this ep is connected to the peer these addresses name (each
+     * may be absent: nullptr): its device, and its iface address
+     * (to-iface) or ep address (to-ep). */
+    bool         is_connected_to(const DeviceAddress *dev, const Bytes *iface,
+                                 const EpAddress *ep) const;
 
     ucs_status_t put_short(const void *buffer, unsigned length,
                            uint64_t remote_addr, uct_rkey_t rkey);
@@ -152,8 +157,10 @@ private:
     bool                      ever_connected_ = false;
     std::shared_ptr<SendLane> asked_;     /* a route request is out on it */
     bool                      to_iface_  = false;
+    bool                      has_peer_  = false;
     DeviceAddress             peer_;
     Bytes                     peer_iface_;
+    Bytes                     peer_ep_;   /* to-ep: the peer's own inner ep */
 
     /* to-ep model */
     std::vector<Candidate>    candidates_;
@@ -216,5 +223,10 @@ ucs_status_t uct_pxn_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr) noexcep
 ucs_status_t uct_pxn_ep_connect_to_ep(uct_ep_h tl_ep,
                                       const uct_device_addr_t *dev_addr,
                                       const uct_ep_addr_t *ep_addr) noexcept;
+/* UCT's ep_is_connected with each address optional (nullptr). */
+int          uct_pxn_ep_is_connected(uct_ep_h tl_ep,
+                                     const uct_device_addr_t *dev_addr,
+                                     const uct_iface_addr_t *iface_addr,
+                                     const uct_ep_addr_t *ep_addr) noexcept;
 
 #endif

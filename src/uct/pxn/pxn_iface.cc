@@ -1,5 +1,6 @@
 #include "pxn_iface.h"
 
+#include "pxn_compat.h"
 #include "pxn_ep.h"
 #include "pxn_hub.h"
 #include "pxn_md.h"
@@ -69,6 +70,18 @@ static ucs_status_t uct_pxn_iface_query(uct_iface_h tl_iface,
 {
     uct_pxn_iface_t *iface = ucs_derived_of(tl_iface, uct_pxn_iface_t);
     Hub *hub               = iface->hub;
+    if (hub == nullptr) {
+        /* dormant: no capability, reaches nobody (UCP never picks it) */
+        uct_base_iface_query(&iface->super, attr);
+        attr->cap.flags          = 0;
+        attr->device_addr_len    = 1;
+        attr->iface_addr_len     = 0;
+        attr->ep_addr_len        = 0;
+        attr->latency.c          = 1;
+        attr->bandwidth.shared   = 1;
+        attr->priority           = 0;
+        return UCS_OK;
+    }
     const uct_iface_attr_t &inner = hub->net().attr();
     const bool to_iface = (hub->net().mode() == pxn::uct::Net::ConnectMode::kIface);
 
@@ -76,6 +89,7 @@ static ucs_status_t uct_pxn_iface_query(uct_iface_h tl_iface,
     attr->cap.flags = UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
                       UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_PENDING |
                       UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                      UCT_PXN_IFACE_FLAG_INTER_NODE |
                       (to_iface ? UCT_IFACE_FLAG_CONNECT_TO_IFACE :
                                   UCT_IFACE_FLAG_CONNECT_TO_EP);
     if (hub->net().has_get()) {
@@ -118,6 +132,10 @@ static ucs_status_t uct_pxn_iface_query(uct_iface_h tl_iface,
 static ucs_status_t uct_pxn_iface_get_device_address(uct_iface_h tl_iface,
                                                      uct_device_addr_t *addr) noexcept
 {
+    if (hub_of(tl_iface) == nullptr) {
+        *reinterpret_cast<uint8_t*>(addr) = 0;
+        return UCS_OK;
+    }
     hub_of(tl_iface)->device_address().pack(reinterpret_cast<uint8_t*>(addr));
     return UCS_OK;
 }
@@ -126,19 +144,21 @@ static ucs_status_t uct_pxn_iface_get_address(uct_iface_h tl_iface,
                                               uct_iface_addr_t *addr) noexcept
 {
     Hub *hub = hub_of(tl_iface);
-    if (hub->net().mode() == pxn::uct::Net::ConnectMode::kIface) {
+    if ((hub != nullptr) &&
+        (hub->net().mode() == pxn::uct::Net::ConnectMode::kIface)) {
         pxn::pack_iface_address(hub->inner_iface_address(),
                                 reinterpret_cast<uint8_t*>(addr));
     }
     return UCS_OK;
 }
 
-static int uct_pxn_iface_is_reachable(const uct_iface_h tl_iface,
-                                      const uct_device_addr_t *dev_addr,
-                                      const uct_iface_addr_t *) noexcept
+int uct_pxn_iface_is_reachable(const uct_iface_h tl_iface,
+                               const uct_device_addr_t *dev_addr,
+                               const uct_iface_addr_t *) noexcept
 {
     pxn::DeviceAddress peer;
-    if (!pxn::DeviceAddress::unpack(reinterpret_cast<const uint8_t*>(dev_addr),
+    if ((hub_of(tl_iface) == nullptr) ||
+        !pxn::DeviceAddress::unpack(reinterpret_cast<const uint8_t*>(dev_addr),
                                     pxn::kMaxDeviceAddress, &peer)) {
         return 0;
     }
@@ -226,7 +246,7 @@ static ucs_stats_class_t *uct_pxn_stats_class_get()
 static void uct_pxn_iface_stats_update(uct_pxn_iface_t *iface)
 {
 #ifdef ENABLE_STATS
-    if (iface->stats == nullptr) {
+    if ((iface->stats == nullptr) || (iface->hub == nullptr)) {
         return;
     }
     for (unsigned i = 0; i < kNumCounters; ++i) {
@@ -269,6 +289,9 @@ static void uct_pxn_vfs_show_age(void *, ucs_string_buffer_t *strb,
 static unsigned uct_pxn_iface_progress(uct_iface_h tl_iface) noexcept
 {
     uct_pxn_iface_t *iface = ucs_derived_of(tl_iface, uct_pxn_iface_t);
+    if (iface->hub == nullptr) {
+        return 0;
+    }
     unsigned work          = iface->hub->progress();
 #ifdef ENABLE_STATS
     if ((iface->stats != nullptr) && (ucs_get_time() > iface->stats_next)) {
@@ -313,7 +336,7 @@ static ucs_status_t uct_pxn_iface_flush(uct_iface_h tl_iface, unsigned flags,
                                         uct_completion_t *comp) noexcept
 {
     uct_pxn_iface_t *iface = ucs_derived_of(tl_iface, uct_pxn_iface_t);
-    bool idle              = iface->hub->idle();
+    bool idle              = (iface->hub == nullptr) || iface->hub->idle();
     for (pxn::uct::Ep *ep : *iface->eps) {
         if (ep->flush(flags, nullptr) != UCS_OK) {
             idle = false;
@@ -376,6 +399,9 @@ static ucs_status_t uct_pxn_iface_estimate_perf(uct_iface_h tl_iface,
 static void uct_pxn_iface_vfs_refresh(uct_iface_h tl_iface) noexcept
 {
     Hub *hub = hub_of(tl_iface);
+    if (hub == nullptr) {
+        return;
+    }
     for (unsigned i = 0; i < kNumCounters; ++i) {
         ucs_vfs_obj_add_ro_file(tl_iface, uct_pxn_vfs_show_counter, hub, i,
                                 "pxn/%s", kCounterNames[i]);
@@ -396,11 +422,6 @@ static void uct_pxn_iface_vfs_refresh(uct_iface_h tl_iface) noexcept
 }
 
 static ucs_status_t uct_pxn_ep_query(uct_ep_h, uct_ep_attr_t *) noexcept
-{
-    return UCS_ERR_UNSUPPORTED;
-}
-
-static ucs_status_t uct_pxn_ep_invalidate(uct_ep_h, unsigned) noexcept
 {
     return UCS_ERR_UNSUPPORTED;
 }
@@ -451,7 +472,7 @@ static uct_iface_internal_ops_t *uct_pxn_iface_internal_ops()
         o.iface_estimate_perf = uct_pxn_iface_estimate_perf;
         o.iface_vfs_refresh   = uct_pxn_iface_vfs_refresh;
         o.ep_query            = uct_pxn_ep_query;
-        o.ep_invalidate       = uct_pxn_ep_invalidate;
+        uct_pxn_compat_iface_internal_ops(&o);
         return o;
     }();
     return &ops;
@@ -486,7 +507,12 @@ UCS_CLASS_INIT_FUNC(uct_pxn_iface_t, uct_md_h tl_md, uct_worker_h worker,
                                         params->mode.device.dev_name, worker,
                                         &hub);
         if (status != UCS_OK) {
-            return status;
+            /* pxn never takes UCP down: the iface opens dormant (no
+             * capability, reaches nobody) and UCP goes on without it. */
+            uct_pxn_warn_once(std::string("pxn: not usable on ") +
+                              params->mode.device.dev_name + ": " +
+                              ucs_status_string(status) + " (the line above "
+                              "says why); UCX goes on with its other transports");
         }
         self->eps     = new std::vector<pxn::uct::Ep*>();
         self->flushes = new std::deque<uct_completion_t*>();

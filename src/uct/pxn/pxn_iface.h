@@ -45,6 +45,12 @@ ucs_status_t uct_pxn_query_devices(uct_md_h md,
                                    uct_tl_device_resource_t **devices_p,
                                    unsigned *num_devices_p) noexcept;
 
+/* Whether this iface reaches the peer iface of `dev_addr`: a home device of
+ * another rail (or node) that a relay of this node reaches. */
+int uct_pxn_iface_is_reachable(const uct_iface_h tl_iface,
+                               const uct_device_addr_t *dev_addr,
+                               const uct_iface_addr_t *iface_addr) noexcept;
+
 UCS_CLASS_DECLARE(uct_pxn_iface_t, uct_md_h, uct_worker_h,
                   const uct_iface_params_t*, const uct_iface_config_t*);
 

@@ -96,6 +96,17 @@ LaneControl::Event LaneControl::check_ack()
 {
     const uint64_t now = monotonic_ns();
     if (abi::load_acquire(block_.consumer().lane_epoch) == claim_.lane_epoch) {
+        const int32_t raw = abi::load_relaxed(block_.consumer().ack_status);
+        if (raw != UCS_OK) {
+            const ucs_status_t status = ((raw < 0) && (raw > UCS_ERR_LAST)) ?
+                                        static_cast<ucs_status_t>(raw) :
+                                        UCS_ERR_IO_ERROR;
+            ucs_warn("pxn: relay pid %u (rail %s) cannot take lane %u: %s",
+                     relay().identity.pid, relay().rail.c_str(), claim_.index,
+                     ucs_status_string(status));
+            fail(status);
+            return Event::kFailed;
+        }
         if (state_ == State::kAcking) {
             ucs_debug("pxn: claimed lane %u at relay pid %u (rail %s, lane "
                       "epoch %lx)", claim_.index, relay().identity.pid,

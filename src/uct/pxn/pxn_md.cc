@@ -1,7 +1,12 @@
 #include "pxn_md.h"
 
+#include "pxn_compat.h"
 #include "pxn_cuda.h"
+#include "pxn_log.h"
 #include "pxn_node.h"
+#include "pxn_relay_service.h"
+
+#include <sys/statvfs.h>
 
 extern "C" {
 #include <ucs/debug/log.h>
@@ -9,9 +14,21 @@ extern "C" {
 #include <ucs/sys/string.h>
 }
 
+#include <algorithm>
+#include <cctype>
+#include <cstdarg>
+#include <cstdio>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <new>
+#include <set>
+#include <unistd.h>
+#include <vector>
 
+static const char *uct_pxn_enable_names[]        = {"auto", "y", "n", NULL};
 static const char *uct_pxn_connect_model_names[] = {"auto", "iface", "ep", NULL};
 static const char *uct_pxn_arena_names[]         = {"auto", "host", "cuda", NULL};
 static const char *uct_pxn_copy_names[]          = {"auto", "ce", "sm", NULL};
@@ -20,6 +37,20 @@ static const char *uct_pxn_copy_names[]          = {"auto", "ce", "sm", NULL};
 ucs_config_field_t uct_pxn_md_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_pxn_md_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
+
+    {"ENABLE", "auto",
+     "Whether pxn is active in this process: 'y', 'n', or 'auto': when UCX_TLS\n"
+     "names pxn (e.g. UCX_TLS=pxn,rc,cuda_copy,cuda_ipc; 'all' does not).\n"
+     "Inactive, pxn offers no memory domain and creates nothing: no files,\n"
+     "threads or GPU memory.",
+     ucs_offsetof(uct_pxn_md_config_t, enable),
+     UCS_CONFIG_TYPE_ENUM(uct_pxn_enable_names)},
+
+    {"REGISTRY_DIR", "/dev/shm",
+     "Directory holding the node registry ucx-pxn-<uid>-<group>/ (control\n"
+     "files, host staging arenas, wakeup FIFOs): a tmpfs every process of\n"
+     "the job on this node can reach, e.g. /dev/shm or $XDG_RUNTIME_DIR.",
+     ucs_offsetof(uct_pxn_md_config_t, registry_dir), UCS_CONFIG_TYPE_STRING},
 
     {"GROUP", "default",
      "Name of the job on this node: processes that relay for each other use the\n"
@@ -100,17 +131,17 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      "stage scattered blocks faster while the GPU is otherwise idle; kernels\n"
      "of the application that fill the GPU delay staging, not the reverse\n"
      "(docs/gpu.md). 1..1024.",
-     ucs_offsetof(uct_pxn_md_config_t, gather_ctas), UCS_CONFIG_TYPE_UINT},
+     ucs_offsetof(uct_pxn_md_config_t, gather_ctas), UCS_CONFIG_TYPE_ULONG},
 
     {"LANES", "7",
      "Inbound lanes of a relay: how many senders of this node can stage into\n"
      "it at once (one per other GPU of an 8-GPU node). 1..64.",
-     ucs_offsetof(uct_pxn_md_config_t, lanes), UCS_CONFIG_TYPE_UINT},
+     ucs_offsetof(uct_pxn_md_config_t, lanes), UCS_CONFIG_TYPE_ULONG},
 
     {"SLOTS", "18",
      "Staging slots per lane (K): pieces a sender may have in flight on one\n"
      "lane. 1..4096.",
-     ucs_offsetof(uct_pxn_md_config_t, slots), UCS_CONFIG_TYPE_UINT},
+     ucs_offsetof(uct_pxn_md_config_t, slots), UCS_CONFIG_TYPE_ULONG},
 
     {"SLOT_SIZE", "8M",
      "Bytes per staging slot (S), the largest piece. The staging arena is\n"
@@ -120,19 +151,19 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
 
     {"MAX_PLAN", "4096",
      "Most segments one piece may carry. 1..65536.",
-     ucs_offsetof(uct_pxn_md_config_t, max_plan), UCS_CONFIG_TYPE_UINT},
+     ucs_offsetof(uct_pxn_md_config_t, max_plan), UCS_CONFIG_TYPE_ULONG},
 
     {"INFLIGHT_DEPTH", "4",
      "Pieces a relay forwards at once over its network hop, over all lanes.\n"
      "1..64.",
-     ucs_offsetof(uct_pxn_md_config_t, inflight_depth), UCS_CONFIG_TYPE_UINT},
+     ucs_offsetof(uct_pxn_md_config_t, inflight_depth), UCS_CONFIG_TYPE_ULONG},
 
     {"ROUTES", "1024",
      "Routes a relay holds at once: one per target that senders of this node\n"
      "reach through it (inner eps are shared by every sender to that target;\n"
      "the ep-to-ep model takes one per sender endpoint). A request past it\n"
      "fails with 'Exceeds limit'. 1..65536.",
-     ucs_offsetof(uct_pxn_md_config_t, routes), UCS_CONFIG_TYPE_UINT},
+     ucs_offsetof(uct_pxn_md_config_t, routes), UCS_CONFIG_TYPE_ULONG},
 
     {"CREDIT_TIMEOUT", "1s",
      "How long an unpublished piece waits for ring credit before it falls\n"
@@ -165,35 +196,109 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
     {NULL}
 };
 
-pxn::Settings uct_pxn_md_settings(const uct_pxn_md_config_t *config)
+/* Counts: decimal digits only, nothing after them, no overflow (UCX's
+ * own "%lu" would take "-1" or "12abc"); invalid text makes UCX report
+ * "Invalid value for <NAME>: '<text>'". */
+static int uct_pxn_config_sscanf_count(const char *buf, void *dest, const void *)
 {
-    pxn::Settings s;
-    s.group       = config->group;
-    s.node_id     = config->node_id;
-    s.rail_map    = config->rail_map;
-    s.home_device = config->home_device;
-    s.connect_model = static_cast<pxn::ConnectModel>(config->connect_model);
+    if (!isdigit(static_cast<unsigned char>(buf[0]))) {
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    const unsigned long long value = strtoull(buf, &end, 10);
+    if ((errno == ERANGE) || (*end != '\0') || (value > ULONG_MAX)) {
+        return 0;
+    }
+    *static_cast<unsigned long*>(dest) = value;
+    return 1;
+}
+
+/* A signed int, whole text, no overflow (CUDA_DEVICE). */
+static int uct_pxn_config_sscanf_int(const char *buf, void *dest, const void *)
+{
+    char *end;
+    errno = 0;
+    const long value = strtol(buf, &end, 10);
+    if ((end == buf) || (errno == ERANGE) || (*end != '\0') ||
+        (value < INT_MIN) || (value > INT_MAX)) {
+        return 0;
+    }
+    *static_cast<int*>(dest) = static_cast<int>(value);
+    return 1;
+}
+
+/* UCX's ULONG and INT parsers with the strict readers above (the parser
+ * struct differs between UCX versions: only .read is replaced). */
+static const bool uct_pxn_config_strict = [] {
+    for (ucs_config_field_t *f = uct_pxn_md_config_table; f->name != NULL; ++f) {
+        if (f->parser.read == ucs_config_sscanf_ulong) {
+            f->parser.read = uct_pxn_config_sscanf_count;
+        } else if (f->parser.read == ucs_config_sscanf_int) {
+            f->parser.read = uct_pxn_config_sscanf_int;
+        }
+    }
+    return true;
+}();
+
+void uct_pxn_error_once(const std::string &text)
+{
+    pxn::uct::error_once(text);
+}
+
+void uct_pxn_warn_once(const std::string &text)
+{
+    pxn::uct::warn_once(text);
+}
+
+ucs_status_t uct_pxn_md_settings(const uct_pxn_md_config_t *config,
+                                 pxn::Settings *settings, std::string *error)
+{
+    /* Counts of pxn::Settings are 32 bits: wider values are refused with
+     * the value given, before they could wrap. */
+    const struct {
+        const char    *name;
+        unsigned long  value;
+        uint32_t      *dest;
+    } counts[] = {
+        {"GATHER_CTAS", config->gather_ctas, &settings->gather_ctas},
+        {"LANES", config->lanes, &settings->geometry.lanes},
+        {"SLOTS", config->slots, &settings->geometry.slots},
+        {"MAX_PLAN", config->max_plan, &settings->geometry.max_plan},
+        {"INFLIGHT_DEPTH", config->inflight_depth, &settings->inflight_depth},
+        {"ROUTES", config->routes, &settings->routes}};
+    pxn::Settings &s = *settings;
+    for (const auto &c : counts) {
+        if (c.value > UINT32_MAX) {
+            *error = std::string("UCX_PXN_") + c.name + "=" +
+                     std::to_string(c.value) + ": far out of range";
+            return UCS_ERR_INVALID_PARAM;
+        }
+        *c.dest = static_cast<uint32_t>(c.value);
+    }
+    s.enable       = static_cast<pxn::EnableChoice>(config->enable);
+    s.registry_dir = config->registry_dir;
+    s.group        = config->group;
+    s.node_id      = config->node_id;
+    s.rail_map     = config->rail_map;
+    s.home_device  = config->home_device;
+    s.connect_model   = static_cast<pxn::ConnectModel>(config->connect_model);
     s.direct_fallback = (config->direct_fallback != 0);
     s.arena           = static_cast<pxn::ArenaChoice>(config->arena);
     s.copy            = static_cast<pxn::CopyChoice>(config->copy);
     s.cuda_device     = config->cuda_device;
     s.gpu_doorbell    = (config->gpu_doorbell != 0);
-    s.gather_ctas     = config->gather_ctas;
+    s.net_tls.clear();
     for (unsigned i = 0; i < config->net_tls.count; ++i) {
         s.net_tls.emplace_back(config->net_tls.names[i]);
     }
-    s.geometry.lanes     = config->lanes;
-    s.geometry.slots     = config->slots;
     s.geometry.slot_size = config->slot_size;
-    s.geometry.max_plan  = config->max_plan;
-    s.inflight_depth     = config->inflight_depth;
-    s.routes             = config->routes;
     s.credit_timeout     = config->credit_timeout;
     s.heartbeat_timeout  = config->heartbeat_timeout;
     s.initial_seq        = config->initial_seq;
     s.relay_slice        = config->relay_slice;
     s.relay_slice_merge  = config->relay_slice_merge;
-    return s;
+    return pxn::validate(s, error);
 }
 
 static void uct_pxn_md_close(uct_md_h tl_md) noexcept
@@ -208,36 +313,6 @@ static void uct_pxn_md_close(uct_md_h tl_md) noexcept
     ucs_free(md);
 }
 
-static ucs_status_t uct_pxn_md_query(uct_md_h tl_md, uct_md_attr_t *attr) noexcept
-{
-    uct_pxn_md_t *md            = ucs_derived_of(tl_md, uct_pxn_md_t);
-    const uct_md_attr_t &inner  = md->reg->attr();
-
-    *attr                       = inner;
-    /* Registration only: allocation and rkey_ptr belong to the inner md. */
-    attr->cap.flags             = inner.cap.flags &
-                                  (UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
-                                   UCT_MD_FLAG_NEED_RKEY |
-                                   UCT_MD_FLAG_INVALIDATE);
-    attr->cap.flags            |= UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
-    attr->cap.max_alloc         = 0;
-    attr->cap.alloc_mem_types   = 0;
-    attr->rkey_packed_size      = kPxnRkeyHeader + inner.rkey_packed_size;
-    /* Staging copies GPU memory with the copy engine or a kernel, so pxn can
-     * move it even where the inner md only registers it. */
-    attr->cap.detect_mem_types  = pxn::uct::cuda_available() ?
-                                  UCS_BIT(UCS_MEMORY_TYPE_CUDA) : 0;
-    ucs_strncpy_zero(attr->component_name, "pxn", sizeof(attr->component_name));
-    return UCS_OK;
-}
-
-static ucs_status_t uct_pxn_md_mem_alloc(uct_md_h, size_t *, void **,
-                                         ucs_memory_type_t, unsigned,
-                                         const char *, uct_mem_h *) noexcept
-{
-    return UCS_ERR_UNSUPPORTED;
-}
-
 static ucs_status_t uct_pxn_md_mem_free(uct_md_h, uct_mem_h) noexcept
 {
     return UCS_ERR_UNSUPPORTED;
@@ -249,18 +324,11 @@ static ucs_status_t uct_pxn_md_mem_advise(uct_md_h, uct_mem_h, void *, size_t,
     return UCS_ERR_UNSUPPORTED;
 }
 
-static ucs_status_t uct_pxn_md_mem_reg(uct_md_h tl_md, void *address,
-                                       size_t length, unsigned flags,
-                                       uct_mem_h *memh_p) noexcept
+void uct_pxn_md_notice_registration(const void *address)
 {
-    uct_pxn_md_t *md = ucs_derived_of(tl_md, uct_pxn_md_t);
-
     /* GPU memory tells which GPU this process uses (a relay may wait for
      * it). */
     pxn::uct::Node::notice_process_gpu(address);
-    /* The memh is the inner one: the relay never sees it, and the inner
-     * md owns its lifetime. */
-    return uct_md_mem_reg(md->reg->md(), address, length, flags, memh_p);
 }
 
 static ucs_status_t
@@ -272,31 +340,6 @@ uct_pxn_md_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params) no
      * the inner md supports it) is ours. */
     uct_md_h inner = md->reg->md();
     return inner->ops->mem_dereg(inner, params);
-}
-
-static ucs_status_t uct_pxn_md_mem_query(uct_md_h, const void *, size_t,
-                                         uct_md_mem_attr_t *) noexcept
-{
-    return UCS_ERR_UNSUPPORTED;
-}
-
-static ucs_status_t uct_pxn_md_mkey_pack(uct_md_h tl_md, uct_mem_h memh,
-                                         const uct_md_mkey_pack_params_t *,
-                                         void *buffer) noexcept
-{
-    uct_pxn_md_t *md   = ucs_derived_of(tl_md, uct_pxn_md_t);
-    auto *out          = static_cast<uint8_t*>(buffer);
-    const size_t inner = md->reg->attr().rkey_packed_size;
-
-    out[0] = static_cast<uint8_t>(inner);
-    out[1] = static_cast<uint8_t>(inner >> 8);
-    return uct_md_mkey_pack(md->reg->md(), memh, out + kPxnRkeyHeader);
-}
-
-static int uct_pxn_md_is_sockaddr_accessible(uct_md_h, const ucs_sock_addr_t *,
-                                             uct_sockaddr_accessibility_t) noexcept
-{
-    return 0;
 }
 
 /* UCP 1.13 labels GPU pointers HOST on some paths: pxn finds out itself. */
@@ -312,20 +355,83 @@ static uct_md_ops_t *uct_pxn_md_ops()
     static uct_md_ops_t ops = [] {
         uct_md_ops_t o;
         memset(&o, 0, sizeof(o));
-        o.close                  = uct_pxn_md_close;
-        o.query                  = uct_pxn_md_query;
-        o.mem_alloc              = uct_pxn_md_mem_alloc;
-        o.mem_free               = uct_pxn_md_mem_free;
-        o.mem_advise             = uct_pxn_md_mem_advise;
-        o.mem_reg                = uct_pxn_md_mem_reg;
-        o.mem_dereg              = uct_pxn_md_mem_dereg;
-        o.mem_query              = uct_pxn_md_mem_query;
-        o.mkey_pack              = uct_pxn_md_mkey_pack;
-        o.is_sockaddr_accessible = uct_pxn_md_is_sockaddr_accessible;
-        o.detect_memory_type     = uct_pxn_md_detect_memory_type;
+        o.close              = uct_pxn_md_close;
+        o.mem_free           = uct_pxn_md_mem_free;
+        o.mem_advise         = uct_pxn_md_mem_advise;
+        o.mem_dereg          = uct_pxn_md_mem_dereg;
+        o.detect_memory_type = uct_pxn_md_detect_memory_type;
+        uct_pxn_compat_md_ops(&o);
         return o;
     }();
     return &ops;
+}
+
+static std::string uct_pxn_config_environment();
+/* Everything pxn needs from the registry's directory, checked before UCP
+ * counts on pxn (a failing md open only leaves pxn out; a failing iface
+ * open would fail UCP's worker): a geometry that fits its file system,
+ * room for one relay, and a directory that is ours (Registry::open refuses
+ * a squatted or foreign one). */
+static ucs_status_t uct_pxn_md_check_room(pxn::Settings *settings,
+                                          const pxn::uct::InnerMd &reg)
+{
+    const bool cuda_md = reg.attr().cap.reg_mem_types &
+                         UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    if ((settings->arena == pxn::ArenaChoice::kCuda) &&
+        (!pxn::uct::cuda_available() || !cuda_md)) {
+        uct_pxn_error_once(std::string("pxn: UCX_PXN_ARENA=cuda but ") +
+                           (!pxn::uct::cuda_available() ?
+                            "no GPU is usable here" :
+                            "inner md " + reg.info().md_name +
+                            " cannot register GPU memory") +
+                           ": pxn offers nothing");
+        return UCS_ERR_UNSUPPORTED;
+    }
+    const bool host    = !pxn::uct::RelayService::wants_gpu_arena(*settings,
+                                                                  cuda_md);
+    const std::string &dir = settings->registry_dir;
+    struct statvfs fs;
+    if (statvfs(dir.c_str(), &fs) != 0) {
+        uct_pxn_error_once("pxn: UCX_PXN_REGISTRY_DIR=" + dir + ": " +
+                           strerror(errno) + ": pxn offers nothing");
+        return UCS_ERR_NO_DEVICE;
+    }
+    const uint64_t total = uint64_t(fs.f_blocks) * fs.f_frsize;
+    const uint64_t avail = uint64_t(fs.f_bavail) * fs.f_frsize;
+    bool changed;
+    if (!pxn::fit_geometry(settings, total, host, &changed)) {
+        uct_pxn_error_once(pxn::strformat("pxn: %s holds %lu MiB in all: a relay of "
+                                          "this geometry (%lu MiB) does not fit in a "
+                                          "quarter of it; pxn offers nothing "
+                                          "(UCX_PXN_REGISTRY_DIR, UCX_PXN_SLOTS, "
+                                          "UCX_PXN_SLOT_SIZE)", dir.c_str(),
+                                          total >> 20,
+                                          pxn::relay_footprint(settings->geometry,
+                                                               host) >> 20));
+        return UCS_ERR_NO_MEMORY;
+    }
+    const pxn::Geometry &g = settings->geometry;
+    if (changed) {
+        uct_pxn_warn_once(pxn::strformat("pxn: %s holds only %lu MiB: staging "
+                                         "geometry reduced to UCX_PXN_SLOTS=%u "
+                                         "UCX_PXN_SLOT_SIZE=%lu (%lu MiB a relay); "
+                                         "set them to choose", dir.c_str(),
+                                         total >> 20, g.slots, g.slot_size,
+                                         pxn::relay_footprint(g, host) >> 20));
+    }
+    /* room now for a relay's control file and one lane's slots */
+    const uint64_t need = pxn::relay_footprint(g, false) +
+                          (host ? uint64_t(g.slots) * g.slot_size : 0);
+    if (avail < need) {
+        uct_pxn_error_once(pxn::strformat("pxn: %s has %lu MiB free, a relay needs "
+                                          "%lu MiB (its control file and a lane's "
+                                          "slots); pxn offers nothing "
+                                          "(UCX_PXN_REGISTRY_DIR)", dir.c_str(),
+                                          avail >> 20, (need + (1 << 20) - 1) >> 20));
+        return UCS_ERR_NO_MEMORY;
+    }
+    std::unique_ptr<pxn::Registry> registry;
+    return pxn::Registry::open(*settings, &registry);
 }
 
 static ucs_status_t uct_pxn_md_open_impl(uct_component_t *component,
@@ -334,11 +440,16 @@ static ucs_status_t uct_pxn_md_open_impl(uct_component_t *component,
                                          uct_md_h *md_p)
 {
     std::string error;
-    auto settings = std::make_unique<pxn::Settings>(uct_pxn_md_settings(config));
-    ucs_status_t status = pxn::validate(*settings, &error);
+    auto settings = std::make_unique<pxn::Settings>();
+    ucs_status_t status = uct_pxn_md_settings(config, settings.get(), &error);
     if (status != UCS_OK) {
-        ucs_error("pxn: invalid configuration: %s", error.c_str());
+        uct_pxn_error_once("pxn: invalid configuration: " + error);
         return status;
+    }
+    if (!pxn::pxn_requested(*settings, getenv("UCX_TLS"))) {
+        uct_pxn_error_once("pxn: not enabled in this process: UCX_TLS does not "
+                           "name pxn and UCX_PXN_ENABLE is not 'y'");
+        return UCS_ERR_UNSUPPORTED;
     }
 
     auto inner = std::make_unique<pxn::uct::InnerMd>();
@@ -353,10 +464,32 @@ static ucs_status_t uct_pxn_md_open_impl(uct_component_t *component,
         status = pxn::uct::InnerMd::open_for_device(settings->home_device,
                                                     settings->net_tls, &home);
         if (status != UCS_OK) {
-            ucs_error("pxn: UCX_PXN_HOME_DEVICE=%s is not a device of any inner "
-                      "md of UCX_PXN_NET_TLS", settings->home_device.c_str());
+            uct_pxn_error_once("pxn: UCX_PXN_HOME_DEVICE=" + settings->home_device +
+                               " is not a device of any inner md of "
+                               "UCX_PXN_NET_TLS: pxn offers nothing");
             return status;
         }
+    }
+
+    /* once per configuration: a second md or context of the process
+     * neither checks nor logs again */
+    {
+        static std::mutex   lock;
+        static std::string  checked_env;
+        static ucs_status_t checked = UCS_ERR_LAST;
+        static pxn::Geometry fitted;
+        const std::string env = uct_pxn_config_environment() + md_name;
+        std::lock_guard<std::mutex> guard(lock);
+        if ((checked == UCS_ERR_LAST) || (env != checked_env)) {
+            checked     = uct_pxn_md_check_room(settings.get(),
+                                                (home != nullptr) ? *home : *inner);
+            checked_env = env;
+            fitted      = settings->geometry;
+        }
+        if (checked != UCS_OK) {
+            return checked;
+        }
+        settings->geometry = fitted;
     }
 
     auto *md = static_cast<uct_pxn_md_t*>(ucs_malloc(sizeof(uct_pxn_md_t),
@@ -389,22 +522,55 @@ ucs_status_t uct_pxn_md_open(uct_component_t *component, const char *md_name,
     }
 }
 
+/* The environment pxn's configuration comes from: a second context of the
+ * process with the same one reads nothing again (and logs nothing again,
+ * UCX's own "Invalid value" lines included). */
+static std::string uct_pxn_config_environment()
+{
+    std::vector<std::string> vars;
+    for (char **v = environ; *v != nullptr; ++v) {
+        if ((strncmp(*v, "UCX_PXN_", 8) == 0) || (strncmp(*v, "UCX_TLS=", 8) == 0)) {
+            vars.emplace_back(*v);
+        }
+    }
+    std::sort(vars.begin(), vars.end());
+    std::string all;
+    for (const auto &v : vars) {
+        all += v + '\n';
+    }
+    return all;
+}
+
 ucs_status_t uct_pxn_read_settings(uct_component_t *component,
                                    pxn::Settings *settings)
 {
+    static std::mutex    lock;
+    static std::string   read_env;
+    static bool          read_once = false;
+    static ucs_status_t  read_status;
+    static pxn::Settings read_settings;
+    const std::string env = uct_pxn_config_environment();
+    std::lock_guard<std::mutex> guard(lock);
+    if (read_once && (env == read_env)) {
+        *settings = read_settings;
+        return read_status;
+    }
+
     uct_md_config_t *config;
     ucs_status_t status = uct_md_config_read(component, NULL, NULL, &config);
-    if (status != UCS_OK) {
-        return status;
+    if (status == UCS_OK) {
+        std::string error;
+        status = uct_pxn_md_settings(ucs_derived_of(config, uct_pxn_md_config_t),
+                                     settings, &error);
+        uct_config_release(config);
+        if (status != UCS_OK) {
+            uct_pxn_error_once("pxn: invalid configuration: " + error);
+        }
     }
-    *settings = uct_pxn_md_settings(ucs_derived_of(config, uct_pxn_md_config_t));
-    uct_config_release(config);
-
-    std::string error;
-    status = pxn::validate(*settings, &error);
-    if (status != UCS_OK) {
-        ucs_error("pxn: invalid configuration: %s", error.c_str());
-    }
+    read_once     = true;
+    read_env      = env;
+    read_status   = status;
+    read_settings = *settings;
     return status;
 }
 
@@ -420,9 +586,19 @@ ucs_status_t uct_pxn_query_md_resources(uct_component_t *component,
             /* pxn stays out of the way; the error above says why. */
             return UCS_OK;
         }
+        if (!pxn::pxn_requested(settings, getenv("UCX_TLS"))) {
+            ucs_debug("pxn: not enabled (UCX_TLS does not name pxn, "
+                      "UCX_PXN_ENABLE is not 'y')");
+            return UCS_OK;
+        }
         const auto mds = pxn::uct::list_inner_mds(settings.net_tls);
         if (mds.empty()) {
-            ucs_debug("pxn: no inner md offers any of UCX_PXN_NET_TLS");
+            std::string tls;
+            for (const auto &tl : settings.net_tls) {
+                tls += (tls.empty() ? "" : ",") + tl;
+            }
+            uct_pxn_warn_once("pxn: none of UCX_PXN_NET_TLS=" + tls +
+                               " is usable here: pxn offers no memory domain");
             return UCS_OK;
         }
         auto *resources = static_cast<uct_md_resource_desc_t*>(
@@ -459,6 +635,16 @@ ucs_status_t uct_pxn_rkey_unpack(uct_component_t *, const void *rkey_buffer,
     *rkey_p   = reinterpret_cast<uct_rkey_t>(rkey);
     *handle_p = nullptr;
     return UCS_OK;
+}
+
+int uct_pxn_rkey_order(uct_rkey_t rkey1, uct_rkey_t rkey2)
+{
+    auto *a = reinterpret_cast<const uct_pxn_rkey_t*>(rkey1);
+    auto *b = reinterpret_cast<const uct_pxn_rkey_t*>(rkey2);
+    if (a->length != b->length) {
+        return (a->length < b->length) ? -1 : 1;
+    }
+    return memcmp(a->packed, b->packed, a->length);
 }
 
 ucs_status_t uct_pxn_rkey_release(uct_component_t *, uct_rkey_t rkey,

@@ -18,9 +18,14 @@ extern "C" {
 #include <ucs/pxn/settings.h>
 
 #include <memory>
+#include <string>
 
+/* Counts are read wide (unsigned long, decimal digits only: no silent
+ * wrap-around) and range-checked when they become pxn::Settings. */
 typedef struct uct_pxn_md_config {
     uct_md_config_t          super;
+    int                      enable;        /* pxn::EnableChoice */
+    char                     *registry_dir;
     char                     *group;
     char                     *node_id;
     char                     *rail_map;
@@ -32,13 +37,13 @@ typedef struct uct_pxn_md_config {
     int                      copy;          /* pxn::CopyChoice */
     int                      cuda_device;
     int                      gpu_doorbell;
-    unsigned                 gather_ctas;
-    unsigned                 lanes;
-    unsigned                 slots;
+    unsigned long            gather_ctas;
+    unsigned long            lanes;
+    unsigned long            slots;
     size_t                   slot_size;
-    unsigned                 max_plan;
-    unsigned                 inflight_depth;
-    unsigned                 routes;
+    unsigned long            max_plan;
+    unsigned long            inflight_depth;
+    unsigned long            routes;
     double                   credit_timeout;
     double                   heartbeat_timeout;
     size_t                   relay_slice;
@@ -88,12 +93,26 @@ ucs_status_t uct_pxn_rkey_unpack(uct_component_t *component,
 ucs_status_t uct_pxn_rkey_release(uct_component_t *component, uct_rkey_t rkey,
                                   void *handle) noexcept;
 
-/* Reads the md configuration from the environment and validates it; logs
- * the reason once on failure. */
+/* Orders two unpacked pxn rkeys (<0, 0, >0): equal when their packed inner
+ * keys are. */
+int uct_pxn_rkey_order(uct_rkey_t rkey1, uct_rkey_t rkey2);
+
+/* Called for each registration with a pxn md, before the inner md
+ * registers: GPU memory tells pxn which GPU the process uses. */
+void uct_pxn_md_notice_registration(const void *address);
+
+/* Reads the md configuration from the environment and validates it; a
+ * reason is logged once per process (the same error again is silent). */
 ucs_status_t uct_pxn_read_settings(uct_component_t *component,
                                    pxn::Settings *settings);
 
-/* Converts the parsed table into settings; validates nothing. */
-pxn::Settings uct_pxn_md_settings(const uct_pxn_md_config_t *config);
+/* Converts the parsed table into validated settings. UCS_ERR_INVALID_PARAM
+ * with *error naming the variable (not logged). */
+ucs_status_t uct_pxn_md_settings(const uct_pxn_md_config_t *config,
+                                 pxn::Settings *settings, std::string *error);
+
+/* Logs `text` as an error (a warning), once per process for the same text. */
+void uct_pxn_error_once(const std::string &text);
+void uct_pxn_warn_once(const std::string &text);
 
 #endif

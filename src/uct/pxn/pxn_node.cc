@@ -1,6 +1,7 @@
 #include "pxn_node.h"
 
 #include "pxn_cuda.h"
+#include "pxn_log.h"
 
 #include <ucs/debug/log_def.h>
 #include <ucs/pxn/rail_map.h>
@@ -107,8 +108,8 @@ ucs_status_t Node::port_for(const InnerMd &md, const std::string &device,
     }
     if ((settings_.connect_model == ConnectModel::kIface) &&
         (net->mode() != Net::ConnectMode::kIface)) {
-        ucs_error("pxn: UCX_PXN_NET_CONNECT=iface but inner %s cannot connect "
-                  "to an iface", dev->tl_name.c_str());
+        error_once(strformat("pxn: UCX_PXN_NET_CONNECT=iface but inner %s cannot "
+                             "connect to an iface", dev->tl_name.c_str()));
         return UCS_ERR_UNSUPPORTED;
     }
     ports_.push_back({dev->tl_name, device, net.get(), net->device_address(),
@@ -161,8 +162,9 @@ ucs_status_t Node::attach(const InnerMd &md, const std::string &device,
         const InnerMd *home = (md.device(choice.device) != nullptr) ? &md :
                               md_of(choice.device);
         if (home == nullptr) {
-            ucs_error("pxn: UCX_PXN_HOME_DEVICE=%s is not a device of any inner "
-                      "md of UCX_PXN_NET_TLS", choice.device.c_str());
+            error_once(strformat("pxn: UCX_PXN_HOME_DEVICE=%s is not a device of "
+                                 "any inner md of UCX_PXN_NET_TLS",
+                                 choice.device.c_str()));
             return UCS_ERR_NO_DEVICE;
         }
         status   = port_for(*home, choice.device, port);
@@ -250,9 +252,9 @@ ucs_status_t Node::start_relay(const std::string &device, const InnerMd *md)
         }
     }
     failed_rails_.push_back(rail);
-    ucs_warn("pxn: no relay on rail %s (%s): %s; this process sends through "
-             "others only", rail.c_str(), device.c_str(),
-             ucs_status_string(status));
+    warn_once(strformat("pxn: this process relays for nobody (%s: %s; the "
+                        "line above says why); it sends through others",
+                        device.c_str(), ucs_status_string(status)));
     return status;
 }
 

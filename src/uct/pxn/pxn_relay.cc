@@ -25,6 +25,8 @@ ucs_status_t Relay::create(const Params &params, const Settings &settings,
                                  params.entry->view().base +
                                  abi::kCountersOffset)->relay;
     relay->routes_.reset(new RouteTable(net, settings.routes, params.is_local));
+    relay->commit_lane_  = params.commit_lane;
+    relay->release_lane_ = params.release_lane;
 
     const uct_iface_attr_t &attr = net->attr();
     /* No inner operation exceeds a slot: clamp "unlimited" inner limits. */
@@ -97,6 +99,11 @@ void Relay::drop_lane(Lane &lane)
         rkey = Rkey();
     }
     std::fill(std::begin(lane.mailbox_gen), std::end(lane.mailbox_gen), 0);
+    if (lane.committed && release_lane_) {
+        release_lane_(lane.index);
+    }
+    lane.committed     = false;
+    lane.refused       = false;
     lane.stalled_since = 0;
     lane.epoch         = 0;
 }
@@ -136,7 +143,14 @@ unsigned Relay::sync_owner(Lane &lane)
         (who != lane.owner)) {
         drop_lane(lane);
     }
+    ucs_status_t ack = UCS_OK;
+    if (!lane.committed) {
+        ack            = commit_lane_ ? commit_lane_(lane.index) : UCS_OK;
+        lane.committed = (ack == UCS_OK);
+    }
+    lane.refused                = (ack != UCS_OK);
     abi::LaneConsumer &consumer = lane.block.consumer();
+    abi::store_relaxed(consumer.ack_status, int32_t(ack));
     lane.next_seq               = start + 1;
     lane.tracker.reset(geometry_.slots, start);
     lane.stalled_since          = 0;
@@ -296,7 +310,7 @@ void Relay::check_stall(Lane &lane)
 unsigned Relay::start_piece(Lane &lane)
 {
     abi::LaneProducer &producer = lane.block.producer();
-    if ((lane.epoch == 0) ||
+    if ((lane.epoch == 0) || lane.refused ||
         (abi::load_relaxed(lane.block.owner().lane_epoch) != lane.epoch) ||
         (abi::load_acquire(producer.doorbell) < lane.next_seq) ||
         (lane.tracker.check(lane.next_seq) != UCS_OK)) {

@@ -39,6 +39,7 @@
 #include <ucs/pxn/settings.h>
 #include <ucs/pxn/slicer.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -49,6 +50,12 @@ class Relay {
 public:
     static constexpr uint64_t kStallNs = 100000000; /* 100 ms */
 
+    /* The memory of a lane's slots: committed before a new claim is
+     * acknowledged (an error becomes the acknowledgement's status, and the
+     * sender gives the lane back), released when the lane is free again. */
+    using CommitLane  = std::function<ucs_status_t(uint32_t lane)>;
+    using ReleaseLane = std::function<void(uint32_t lane)>;
+
     struct Params {
         Net                   *net;
         RegistryEntry         *entry;
@@ -56,6 +63,8 @@ public:
         uint8_t               *arena;    /* geometry.arena_size() bytes */
         uct_mem_h              arena_memh;
         RouteTable::LocalCheck is_local;
+        CommitLane             commit_lane;
+        ReleaseLane            release_lane;
     };
 
     /* Everything in `params` must outlive the relay. */
@@ -95,6 +104,8 @@ private:
         Rkey                  rkeys[abi::kMaxRkeys];
         uint64_t              stalled_since = 0; /* head > doorbell since */
         uint64_t              next_owner_check = 0;
+        bool                  committed = false; /* slots' memory */
+        bool                  refused   = false; /* acknowledged unusable */
     };
 
     struct Piece {
@@ -151,6 +162,8 @@ private:
     unsigned                    inflight_  = 0;
     uint32_t                    next_lane_ = 0;
     abi::RelayCounters         *counters_  = nullptr; /* in the control file */
+    CommitLane                  commit_lane_;
+    ReleaseLane                 release_lane_;
 };
 
 } // namespace uct

@@ -1,6 +1,12 @@
 #include "pxn_relay_service.h"
 
+#include "pxn_log.h"
+
 #include <ucs/debug/log_def.h>
+#include <ucs/pxn/seq.h>
+
+#include <cstring>
+#include <fcntl.h>
 
 namespace pxn {
 namespace uct {
@@ -36,9 +42,9 @@ ucs_status_t RelayService::open(const Params &params, const Settings &settings,
 
     const bool gpu = wants_gpu_arena(settings, params.md_registers_cuda);
     if (gpu && (!cuda_available() || !params.md_registers_cuda)) {
-        ucs_error("pxn: UCX_PXN_ARENA=cuda but %s", !cuda_available() ?
-                  "no GPU is usable" :
-                  "the inner md cannot register GPU memory");
+        error_once(strformat("pxn: UCX_PXN_ARENA=cuda but %s", !cuda_available() ?
+                             "no GPU is usable" :
+                             "the inner md cannot register GPU memory"));
         return UCS_ERR_UNSUPPORTED;
     }
     ucs_status_t status = params.registry->create_entry(
@@ -50,9 +56,16 @@ ucs_status_t RelayService::open(const Params &params, const Settings &settings,
         status = r->entry_->create_wakeup(&r->wakeup_);
     }
     if (status == UCS_OK) {
+        RelayService *self = r.get();
         const Relay::Params relay{params.net.get(), r->entry_.get(),
                                   params.registry, r->arena_base_,
-                                  r->arena_memh_, params.is_local};
+                                  r->arena_memh_, params.is_local,
+                                  [self](uint32_t lane) {
+                                      return self->commit_lane(lane);
+                                  },
+                                  [self](uint32_t lane) {
+                                      self->release_lane(lane);
+                                  }};
         status = Relay::create(relay, settings, &r->relay_);
     }
     if (status == UCS_OK) {
@@ -101,6 +114,7 @@ void RelayService::heartbeat(uint64_t now_ns)
 ucs_status_t RelayService::create_arena(const Settings &settings, bool gpu)
 {
     arena_size_ = settings.geometry.arena_size();
+    geometry_   = settings.geometry;
     ucs_status_t status;
     if (gpu) {
         if (gpu_ < 0) {
@@ -115,10 +129,9 @@ ucs_status_t RelayService::create_arena(const Settings &settings, bool gpu)
                                             GpuArena::kHandleSize);
         }
     } else {
-        UniqueFd fd;
-        status = entry_->create_host_arena(&fd);
+        status = entry_->create_host_arena(&arena_fd_);
         if (status == UCS_OK) {
-            status = arena_.map(fd.get(), arena_size_, "staging arena");
+            status = arena_.map(arena_fd_.get(), arena_size_, "staging arena");
         }
         arena_base_ = arena_.data();
     }
@@ -126,6 +139,38 @@ ucs_status_t RelayService::create_arena(const Settings &settings, bool gpu)
         return status;
     }
     return net_->mem_reg(arena_base_, arena_size_, &arena_memh_);
+}
+
+ucs_status_t RelayService::commit_lane(uint32_t lane)
+{
+    if (!arena_fd_.valid()) {
+        return UCS_OK; /* a GPU arena is allocated whole */
+    }
+    const uint64_t bytes  = uint64_t(geometry_.slots) * geometry_.slot_size;
+    const uint64_t offset = slot_offset(lane, 0, geometry_.slots,
+                                        geometry_.slot_size);
+    const int rc = posix_fallocate(arena_fd_.get(), off_t(offset), off_t(bytes));
+    if (rc != 0) {
+        ucs_warn("pxn: no room in %s for lane %u's slots (%lu MiB): %s",
+                 registry_->path().c_str(), lane, bytes >> 20, strerror(rc));
+        return UCS_ERR_NO_MEMORY;
+    }
+    return UCS_OK;
+}
+
+void RelayService::release_lane(uint32_t lane)
+{
+    if (!arena_fd_.valid()) {
+        return;
+    }
+    const uint64_t bytes  = uint64_t(geometry_.slots) * geometry_.slot_size;
+    const uint64_t offset = slot_offset(lane, 0, geometry_.slots,
+                                        geometry_.slot_size);
+    /* the pages go back to the file system; the file keeps its size */
+    if (fallocate(arena_fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                  off_t(offset), off_t(bytes)) != 0) {
+        ucs_debug("pxn: freeing lane %u's slots failed: %m", lane);
+    }
 }
 
 void RelayService::free_arena()

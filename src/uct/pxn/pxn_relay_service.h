@@ -80,6 +80,10 @@ private:
     RelayService() = default;
     ucs_status_t create_arena(const Settings &settings, bool gpu);
     void         free_arena();
+    /* Engine thread: the memory of lane `lane`'s slots (host arena:
+     * reserved in the file, so no touch of it can fault; freed again). */
+    ucs_status_t commit_lane(uint32_t lane);
+    void         release_lane(uint32_t lane);
 
     std::string                    rail_;
     std::string                    device_;
@@ -87,6 +91,8 @@ private:
     Registry                      *registry_ = nullptr;
     std::unique_ptr<RegistryEntry> entry_;
     SharedMapping                  arena_;          /* host arena */
+    UniqueFd                       arena_fd_;       /* its file */
+    Geometry                       geometry_;
     GpuArena                       gpu_arena_;      /* or this */
     uint8_t                       *arena_base_ = nullptr;
     uint64_t                       arena_size_ = 0;

@@ -94,6 +94,7 @@ ucs_status_t SendLane::start(bool renewed)
     }
     published_ = claim.initial_seq;
     records_.resize(geometry_.slots);
+    stager_->ready();
     counted_ = true;
     count(counters_->lanes);
     return UCS_OK;

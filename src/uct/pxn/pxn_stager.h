@@ -52,6 +52,10 @@ public:
 
     virtual ~Stager() = default;
 
+    /* The relay acknowledged the lane (its slots' memory is committed):
+     * map what the data path will touch, on the control path. */
+    virtual void ready() {}
+
     /* `length` bytes of `src` at `offset` of the open piece of `slot`. */
     virtual void add(uint32_t slot, const void *src, uint64_t offset,
                      uint64_t length) = 0;

@@ -2,6 +2,7 @@
 
 #include "pxn_cuda.h"
 
+#include <ucs/debug/log_def.h>
 #include <ucs/pxn/seq.h>
 
 #include <cstring>
@@ -29,24 +30,20 @@ ucs_status_t HostStager::open(const Params &params, std::unique_ptr<Stager> *sta
                                                      g.slot_size);
     s->producer_    = params.producer;
     s->gpu_sources_ = cuda_available();
-    s->populate();
     *stager = std::move(s);
     return UCS_OK;
 }
 
-/* Faults in this lane's slots once, on the control path: a first touch of a
- * tmpfs page in the data path costs ~25 ms per 8 MiB slot on a VM, which
- * would stall the first round of the ring. The lane is ours and idle. */
-void HostStager::populate()
+/* Maps this lane's slots once, on the control path. The relay reserved
+ * their pages before it acknowledged the lane, so nothing here (or in the
+ * data path) can meet a full file system: a first touch only maps a page
+ * that exists. A kernel without MADV_POPULATE_WRITE (< 5.14) maps them on
+ * first use instead. */
+void HostStager::ready()
 {
     const size_t bytes = size_t(slots_) * slot_size_;
-    if (madvise(lane_base_, bytes, MADV_POPULATE_WRITE) == 0) {
-        return;
-    }
-    const size_t page = sysconf(_SC_PAGESIZE);
-    for (size_t offset = 0; offset < bytes; offset += page) {
-        volatile uint8_t *p = lane_base_ + offset;
-        *p = *p; /* older kernels: touch every page */
+    if (madvise(lane_base_, bytes, MADV_POPULATE_WRITE) != 0) {
+        ucs_debug("pxn: MADV_POPULATE_WRITE of a lane's slots: %m");
     }
 }
 

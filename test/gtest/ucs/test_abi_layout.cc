@@ -139,7 +139,8 @@ TEST(AbiLayout, LaneHeaderBlocks)
     EXPECT_FIELD(LaneConsumer, consumed, 0, 8);
     EXPECT_FIELD(LaneConsumer, completed, 8, 8);
     EXPECT_FIELD(LaneConsumer, lane_epoch, 16, 8);
-    EXPECT_FIELD(LaneConsumer, reserved, 24, 40);
+    EXPECT_FIELD(LaneConsumer, ack_status, 24, 4);
+    EXPECT_FIELD(LaneConsumer, reserved, 28, 36);
 
     /* Owner, producer and consumer never share a cache line. */
     EXPECT_EQ(192u, sizeof(abi::LaneHeader));

@@ -111,6 +111,69 @@ TEST(Settings, GroupNameRules)
     EXPECT_FALSE(pxn::is_valid_group_name("caf\xc3\xa9"));
 }
 
+TEST(Settings, UcxTlsNamesPxnOnlyExplicitly)
+{
+    for (const char *yes : {"pxn", "pxn,rc,cuda_copy,cuda_ipc", "rc, pxn",
+                            "tcp,pxn:aux", " pxn "}) {
+        EXPECT_TRUE(pxn::tls_names(yes, "pxn")) << "'" << yes << "'";
+    }
+    for (const char *no : {"", "all", "^pxn", "^tcp", "rc,tcp", "pxnx", "xpxn",
+                           "rc_pxn", "pxn_tcp"}) {
+        EXPECT_FALSE(pxn::tls_names(no, "pxn")) << "'" << no << "'";
+    }
+}
+
+TEST(Settings, PxnIsRequestedByUcxTlsOrByEnable)
+{
+    pxn::Settings s;
+    EXPECT_FALSE(pxn::pxn_requested(s, nullptr));
+    EXPECT_FALSE(pxn::pxn_requested(s, "all"));
+    EXPECT_TRUE(pxn::pxn_requested(s, "pxn,tcp"));
+    s.enable = pxn::EnableChoice::kNo;
+    EXPECT_FALSE(pxn::pxn_requested(s, "pxn,tcp"));
+    s.enable = pxn::EnableChoice::kYes;
+    EXPECT_TRUE(pxn::pxn_requested(s, nullptr));
+}
+
+TEST(Settings, DefaultGeometryShrinksToAQuarterOfASmallFileSystem)
+{
+    pxn::Settings s;
+    bool changed;
+    /* a roomy /dev/shm: nothing changes */
+    ASSERT_TRUE(pxn::fit_geometry(&s, 64ull << 30, true, &changed));
+    EXPECT_FALSE(changed);
+    EXPECT_EQ(pxn::Geometry(), s.geometry);
+    /* Docker's 64 MiB: a relay takes at most 16 MiB */
+    ASSERT_TRUE(pxn::fit_geometry(&s, 64ull << 20, true, &changed));
+    EXPECT_TRUE(changed);
+    EXPECT_LE(pxn::relay_footprint(s.geometry, true), 16ull << 20);
+    EXPECT_EQ(7u, s.geometry.lanes);
+    EXPECT_GE(s.geometry.slot_size, 256ull << 10);
+    /* a GPU arena keeps its slots out of the file system */
+    pxn::Settings gpu;
+    ASSERT_TRUE(pxn::fit_geometry(&gpu, 64ull << 20, false, &changed));
+    EXPECT_FALSE(changed);
+    /* 4 MiB: nothing fits */
+    pxn::Settings tiny;
+    EXPECT_FALSE(pxn::fit_geometry(&tiny, 4ull << 20, true, &changed));
+    /* a geometry the user chose is never changed: it fits or pxn refuses */
+    pxn::Settings chosen;
+    chosen.geometry.slots = 16;
+    EXPECT_FALSE(pxn::fit_geometry(&chosen, 64ull << 20, true, &changed));
+    EXPECT_EQ(16u, chosen.geometry.slots);
+}
+
+TEST(Settings, RegistryDirMustBeAbsolute)
+{
+    pxn::Settings s = valid_settings();
+    std::string error;
+    s.registry_dir = "tmp/x";
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::validate(s, &error));
+    EXPECT_EQ(0u, error.find("UCX_PXN_REGISTRY_DIR='tmp/x'")) << error;
+    s.registry_dir = "/run/user/1000";
+    EXPECT_EQ(UCS_OK, pxn::validate(s, &error)) << error;
+}
+
 TEST(RailMap, EmptyMapsEachNicToItself)
 {
     pxn::RailMap map;
