@@ -111,9 +111,18 @@ public:
         rkey_ = alloc[2];
         if ((sender->call("alloc " + std::to_string(buffer) + where).compare(0, 5,
                                                                       "alloc") != 0) ||
-            (sender->call("fill 5") != "ok") ||
-            (sender->call("connect " + info[1] + " " + info[2]) != "ok")) {
-            die(name_ + ": connect failed");
+            (sender->call("fill 5") != "ok")) {
+            die(name_ + ": sender setup failed");
+        }
+        /* A plain tcp target completes the connection in its progress. */
+        target->send("serve");
+        const std::string connected = sender->call("connect " + info[1] + " " +
+                                                   info[2]);
+        if (target->call("stop") != "ok") {
+            die(name_ + ": target did not stop serving");
+        }
+        if (connected != "ok") {
+            die(name_ + ": connect failed: " + connected);
         }
     }
 

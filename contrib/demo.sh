@@ -26,7 +26,7 @@ if [ $# -eq 0 ]; then
     set -- --sizes 64K,1M,16M,64M --reps 3
 fi
 echo "==== 1. UCT: cross-rail through pxn vs same-rail direct (tcp)"
-"$build/src/tools/ucx_pxn_bench" "$@"
+"$build/bench/ucx_pxn_bench" "$@"
 echo
 echo "==== 2. UCP: ucx_perftest cross-rail through pxn vs the frontend path"
 bash "$top/contrib/perftest.sh" --sizes 64K,1M,16M

@@ -10,7 +10,7 @@ senders, each puts --bytes of its own GPU buffer into its own region of the
 target's buffer in --chunk operations, all at once; the aggregate is all
 bytes over the time until the last sender is done.
 
-  python3 contrib/gpu/multi_sender.py --peer gpu-carry/build/src/tools/ucx_pxn_peer
+  python3 contrib/gpu/multi_sender.py --peer gpu-carry/build/test/apps/ucx_pxn_peer
 """
 import argparse, os, select, subprocess, sys, time
 

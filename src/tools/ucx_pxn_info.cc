@@ -5,8 +5,8 @@
  *   ucx_pxn_info [--group G | --all] [--base DIR] [--json]
  *                [--watch SECONDS [--count N]]
  *
- * Registry: <base>/ucx-pxn-<euid>-<group>/ (base /dev/shm, group
- * $UCX_PXN_GROUP or "default"); --all: every ucx-pxn-<euid>-* directory,
+ * Registry: <base>/ucx-pxn-<euid>-<group>/ (base $UCX_PXN_REGISTRY_DIR or
+ * /dev/shm, group $UCX_PXN_GROUP or "default"); --all: every ucx-pxn-<euid>-* directory,
  * and the other uids' directories listed but not read.
  * Per entry (p<pid>-<epoch>.ctl, .init): liveness of its process (pid and
  * start time), header, counters, and per lane its owner, counters, routes
@@ -63,7 +63,8 @@ int usage(const char *error)
             "  --group G      registry group (default: $UCX_PXN_GROUP, else "
             "\"default\")\n"
             "  --all          every ucx-pxn-<uid>-* registry of this uid\n"
-            "  --base DIR     where registries live (default /dev/shm)\n"
+            "  --base DIR     where registries live (default $UCX_PXN_REGISTRY_DIR,\n"
+            "                 else /dev/shm)\n"
             "  --json         one JSON document\n"
             "  --watch S      refresh every S seconds until interrupted\n"
             "  --count N      with --watch: stop after N refreshes\n"
@@ -87,6 +88,10 @@ int main(int argc, char **argv)
     Options o;
     const char *env_group = getenv("UCX_PXN_GROUP");
     o.group = ((env_group != nullptr) && (*env_group != '\0')) ? env_group : "default";
+    const char *env_base = getenv("UCX_PXN_REGISTRY_DIR");
+    if ((env_base != nullptr) && (*env_base != '\0')) {
+        o.base = env_base;
+    }
     bool group_given = false;
     opterr = 0;
     for (int opt; (opt = getopt_long(argc, argv, "b:g:ajw:n:h", long_options,

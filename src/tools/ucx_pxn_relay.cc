@@ -18,6 +18,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
@@ -38,7 +39,9 @@ namespace {
 bool read_counters(pxn::abi::ProcessCounters *c)
 {
     const char *group      = getenv("UCX_PXN_GROUP");
-    const std::string dir  = "/dev/shm/ucx-pxn-" + std::to_string(geteuid()) +
+    const char *base       = getenv("UCX_PXN_REGISTRY_DIR");
+    const std::string dir  = std::string((base && *base) ? base : "/dev/shm") +
+                             "/ucx-pxn-" + std::to_string(geteuid()) +
                              "-" + (group ? group : "default");
     const std::string mine = "p" + std::to_string(getpid()) + "-";
     DIR *d = opendir(dir.c_str());
@@ -74,6 +77,9 @@ bool read_counters(pxn::abi::ProcessCounters *c)
 
 int main(int argc, char **argv)
 {
+    /* A UCT program that opens pxn by name asks for it (UCX_PXN_ENABLE=auto
+     * would only enable it where UCX_TLS names pxn); an explicit 'n' stays. */
+    setenv("UCX_PXN_ENABLE", "y", 0);
     std::string device, md_name;
     for (int opt; (opt = getopt(argc, argv, "d:m:h")) != -1;) {
         switch (opt) {

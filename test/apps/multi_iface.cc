@@ -37,6 +37,9 @@ int fail(const std::string &what)
 
 int main(int argc, char **argv)
 {
+    /* A UCT program that opens pxn by name asks for it (UCX_PXN_ENABLE=auto
+     * would only enable it where UCX_TLS names pxn); an explicit 'n' stays. */
+    setenv("UCX_PXN_ENABLE", "y", 0);
     /* before any thread: the signals are waited for, not delivered */
     sigset_t stop;
     sigemptyset(&stop);

@@ -356,6 +356,9 @@ std::string cmd_counters()
 
 int main(int argc, char **argv)
 {
+    /* A UCT program that opens pxn by name asks for it (UCX_PXN_ENABLE=auto
+     * would only enable it where UCX_TLS names pxn); an explicit 'n' stays. */
+    setenv("UCX_PXN_ENABLE", "y", 0);
     if (argc != 4) {
         fprintf(stderr, "usage: ucx_pxn_peer <md name> <tl name> <device>\n");
         return 2;
