@@ -143,7 +143,7 @@ struct alignas(kCacheLine) RelayCounters {
     uint64_t bytes;
     uint64_t failed_pieces; /* inner transport errors */
     uint64_t rejected;      /* invalid descriptors */
-    uint64_t routes;        /* inner eps connected */
+    uint64_t routes;        /* route requests granted */
     uint64_t route_errors;
     uint64_t lane_resets;   /* new lane owners acknowledged */
     uint64_t inflight;      /* pieces being forwarded now */

@@ -19,7 +19,7 @@
  * LaneBlock: a view of one lane inside a mapping; it does not own anything
  * and is valid while the mapping (RegistryEntry or PeerMapping) lives. Its
  * accessors are plain pointer arithmetic with no checks, for the data path:
- * callers pass indices they validated (slot < slots, route < kMaxRoutes,
+ * callers pass indices they validated (slot < slots, route < the relay's routes,
  * rkey < kMaxRkeys). Concurrently used fields are read and written with the
  * helpers of abi.h.
  */

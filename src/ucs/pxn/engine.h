@@ -1,6 +1,7 @@
 /*
- * The engine thread of a pxn iface: drives the relay and the inner worker
- * without any call from the application, which may be blocked elsewhere.
+ * The engine thread of a process's pxn (one per process, pxn::uct::Node):
+ * drives its relays and inner workers without any call from the
+ * application, which may be blocked elsewhere.
  *
  * Why a thread and not a UCS async handler: docs/relay-engine.md has the
  * measurements. In short: relay work (inner posts, completion writes) would

@@ -55,7 +55,7 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
     {"GROUP", "default",
      "Name of the job on this node: processes that relay for each other use the\n"
      "same group. 1-64 characters of [A-Za-z0-9_.-]. Selects the registry\n"
-     "directory /dev/shm/ucx-pxn-<uid>-<group>.",
+     "directory <UCX_PXN_REGISTRY_DIR>/ucx-pxn-<uid>-<group>.",
      ucs_offsetof(uct_pxn_md_config_t, group), UCS_CONFIG_TYPE_STRING},
 
     {"NODE_ID", "",

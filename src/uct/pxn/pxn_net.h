@@ -2,7 +2,7 @@
  * pxn's network hop: one inner UCT iface (e.g. rc_mlx5, tcp) on one device,
  * opened on a private worker that only pxn drives. Net is what the relay,
  * the target side (a port) and the direct path see of it; UctNet is the
- * real one, tests bring a fake (test/gtest/uct/fake_net.h) to run the relay
+ * real one, tests bring a fake (test/gtest/transport/fake_net.h) to run the relay
  * and senders in one process without any transport.
  *
  * Threading contract: the inner worker is UCS_THREAD_MODE_SERIALIZED. Every

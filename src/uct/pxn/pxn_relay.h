@@ -12,7 +12,7 @@
  * their own phase of a round, and creating an inner ep does not wait on
  * the network (pxn_net.h).
  *
- * Rules kept (docs/design.md "Ownership and failure rules"):
+ * Rules kept (docs/transport.md, "Failure semantics"):
  * - a malformed descriptor or route request gets a failed answer and the
  *   lane goes on;
  * - at most one new piece per lane per round, round-robin over lanes, at

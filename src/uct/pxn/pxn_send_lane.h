@@ -2,7 +2,7 @@
  * The data path of one sender lane: this sender's channel into the relay
  * that serves one other rail of this node (control: pxn_lane_control.h).
  *
- * Pipeline (docs/design.md "One cross-rail put, end to end"):
+ * Pipeline (docs/transport.md, "Data path"):
  *   put -> request queued on the lane -> pieces (PieceBuilder): ring credit
  *   (seq - reaped <= K), payload into slot (seq - 1) % K (Stager),
  *   descriptor committed (release), head stored (release), doorbell rung
@@ -17,7 +17,7 @@
  * bytes were staged and every piece carrying them was reaped, so a piece
  * can never complete a request early.
  *
- * Ownership (design.md): before a piece is published it may still fail
+ * Ownership (docs/transport.md, "Failure semantics"): before a piece is published it may still fail
  * (relay unhealthy, credit timeout); after publication only the relay's
  * completion, an epoch change of the relay, its heartbeat timeout (a frozen
  * relay) or its death (checked every 20 ms while the lane has work) decide
