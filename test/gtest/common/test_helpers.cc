@@ -289,6 +289,16 @@ void remove_tree(const std::string &path)
     nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+size_t count_of(const std::string &text, const std::string &what)
+{
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos;
+         at = text.find(what, at + what.size())) {
+        ++n;
+    }
+    return n;
+}
+
 TempDir::TempDir(const std::string &prefix)
 {
     std::string pattern = prefix + "XXXXXX";

@@ -119,6 +119,9 @@ void remove_tree(const std::string &path);
 
 /* A fresh directory (mkdtemp of prefix + "XXXXXX", mode 0700) removed with
  * everything in it by the destructor. path() is empty if creation failed. */
+/* How many times `what` occurs in `text` (not overlapping). */
+size_t count_of(const std::string &text, const std::string &what);
+
 class TempDir {
 public:
     explicit TempDir(const std::string &prefix = "/dev/shm/pxn-test-");

@@ -32,6 +32,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <sys/mount.h>
 #include <unistd.h>
 #include <vector>
 
@@ -221,6 +222,7 @@ protected:
             e.insert(e.end(), {"UCX_PXN_NET_TLS=tcp", "UCX_PXN_HOME_DEVICE=" + rail,
                                "UCX_NET_DEVICES=front"});
         }
+        e.insert(e.end(), node_env_.begin(), node_env_.end());
         e.insert(e.end(), extra.begin(), extra.end());
         return e;
     }
@@ -466,6 +468,7 @@ protected:
     static std::string topology_log_;
     std::string        group_;
     std::string        initiator_log_; /* of the last rma_check_cross_rail() */
+    std::vector<std::string> node_env_;  /* for every process: relays too */
     std::unique_ptr<pxn_test::TempDir>              logs_;
     std::vector<std::unique_ptr<BackgroundProcess>> procs_;
 };
@@ -597,6 +600,32 @@ TEST_F(PxnUcp, RmaCheckZcopySizedBlocksCrossRail)
 TEST_F(PxnUcp, RmaCheckBcopyFragmentsCrossRail)
 {
     rma_check_cross_rail(14111, 1, {}, {"UCX_ZCOPY_THRESH=inf"});
+}
+
+/* Docker's default --shm-size: a 64 MiB tmpfs holds the registry of every
+ * process of both nodes. The default geometry shrinks to fit (one warning
+ * per process) and every byte of the puts and gets still goes through the
+ * relay, verified, with no signal. */
+TEST_F(PxnUcp, RmaCheckCrossRailWithA64MiBRegistryFileSystem)
+{
+    struct Tmpfs {
+        pxn_test::TempDir dir{"/tmp/pxn-shm64-"};
+        bool              mounted = false;
+        ~Tmpfs()
+        {
+            if (mounted) {
+                umount2(dir.path().c_str(), MNT_DETACH);
+            }
+        }
+    } shm;
+    ASSERT_FALSE(shm.dir.path().empty());
+    ASSERT_EQ(0, mount("tmpfs", shm.dir.path().c_str(), "tmpfs", 0,
+                       "size=64m,mode=0700")) << strerror(errno);
+    shm.mounted = true;
+    node_env_ = {"UCX_PXN_REGISTRY_DIR=" + shm.dir.path()};
+    rma_check_cross_rail(14119, 1, {});
+    EXPECT_EQ(1u, pxn_test::count_of(initiator_log_, "staging geometry reduced"))
+            << tail(initiator_log_);
 }
 
 TEST_F(PxnUcp, RmaCheckRelayKilledDuringPutsFailsTheInitiator)

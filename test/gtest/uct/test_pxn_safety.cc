@@ -69,16 +69,6 @@ bool all_lanes_free(const std::string &group, pid_t pid)
     return found && free;
 }
 
-size_t count_of(const std::string &text, const std::string &what)
-{
-    size_t n = 0;
-    for (size_t at = text.find(what); at != std::string::npos;
-         at = text.find(what, at + what.size())) {
-        ++n;
-    }
-    return n;
-}
-
 } // namespace
 
 class PxnSafety : public ::testing::Test {
@@ -193,7 +183,7 @@ TEST_F(PxnSafety, SquattedRegistryOfAnyKindLeavesUcpWorking)
         EXPECT_NE(std::string::npos, r.output.find("pxn_threads 0"))
                 << s.what << "\n" << r.output;
         /* one line, naming the path, for two contexts */
-        EXPECT_EQ(1u, count_of(r.output, "refusing the registry " + path))
+        EXPECT_EQ(1u, pxn_test::count_of(r.output, "refusing the registry " + path))
                 << s.what << "\n" << r.output;
     }
     remove_tree(path);
@@ -220,7 +210,7 @@ TEST_F(PxnSafety, EveryBadSettingLeavesUcpWorkingWithOneLine)
                 << b.first << "\n" << r.output;
         EXPECT_NE(std::string::npos, r.output.find("pxn_threads 0"))
                 << b.first << "\n" << r.output;
-        EXPECT_EQ(1u, count_of(r.output, b.second)) << b.first << "\n" << r.output;
+        EXPECT_EQ(1u, pxn_test::count_of(r.output, b.second)) << b.first << "\n" << r.output;
         EXPECT_FALSE(exists(registry())) << b.first;
     }
 }
@@ -234,7 +224,7 @@ TEST_F(PxnSafety, GpuArenaWithoutAGpuLeavesUcpWorking)
     const ChildResult r = idle({"UCX_TLS=pxn,tcp", "UCX_PXN_ARENA=cuda"}, 2);
     EXPECT_EQ(0, r.exit_code) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("worker ok")) << r.output;
-    EXPECT_EQ(1u, count_of(r.output, "UCX_PXN_ARENA=cuda but")) << r.output;
+    EXPECT_EQ(1u, pxn_test::count_of(r.output, "UCX_PXN_ARENA=cuda but")) << r.output;
 }
 
 /* A private mount namespace with a small tmpfs on /dev/shm (root only),
@@ -270,7 +260,7 @@ TEST_F(PxnSmallShm, FourMiBShmLeavesUcpWorkingWithoutPxn)
         fprintf(stderr, "%s", r.output.c_str());
         _exit(((r.exit_code == 0) &&
                (r.output.find("pxn_threads 0") != std::string::npos) &&
-               (count_of(r.output, "/dev/shm holds 4 MiB in all") == 1)) ? 0 : 1);
+               (pxn_test::count_of(r.output, "/dev/shm holds 4 MiB in all") == 1)) ? 0 : 1);
     }, ::testing::ExitedWithCode(0), "");
 }
 
@@ -289,7 +279,7 @@ TEST_F(PxnSmallShm, FullShmLeavesUcpWorkingWithoutPxn)
         fprintf(stderr, "%s", r.output.c_str());
         _exit(((r.exit_code == 0) &&
                (r.output.find("pxn_threads 0") != std::string::npos) &&
-               (count_of(r.output, "MiB free, a relay needs") == 1)) ? 0 : 1);
+               (pxn_test::count_of(r.output, "MiB free, a relay needs") == 1)) ? 0 : 1);
     }, ::testing::ExitedWithCode(0), "");
 }
 
@@ -304,7 +294,7 @@ TEST_F(PxnSmallShm, DefaultGeometryShrinksToFitA64MiBShm)
         fprintf(stderr, "%s", r.output.c_str());
         _exit(((r.exit_code == 0) &&
                (r.output.find("pxn_threads 1") != std::string::npos) &&
-               (count_of(r.output, "staging geometry reduced") == 1)) ? 0 : 1);
+               (pxn_test::count_of(r.output, "staging geometry reduced") == 1)) ? 0 : 1);
     }, ::testing::ExitedWithCode(0), "");
 }
 
