@@ -186,10 +186,10 @@ bool fit_geometry(Settings *s, uint64_t fs_bytes, bool host_arena,
     Geometry &g   = s->geometry;
     const bool dfl = (g == Geometry());
     *changed       = false;
-    while (relay_footprint(g, host_arena) > fs_bytes / 4) {
-        if (!dfl) {
-            return false;
-        }
+    if (!dfl) {
+        return relay_footprint(g, host_arena) <= fs_bytes / 4;
+    }
+    while (relay_footprint(g, true) > fs_bytes / 4) {
         if (g.slot_size > kMinFitSlotSize) {
             g.slot_size /= 2;
         } else if (g.slots > kMinFitSlots) {

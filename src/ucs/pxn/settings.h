@@ -120,10 +120,15 @@ uint64_t relay_footprint(const Geometry &geometry, bool host_arena);
 
 /* A container's small /dev/shm: when the registry's file system has
  * `fs_bytes` in all and the geometry is the default one, shrinks it until a
- * relay takes at most a quarter of that (SLOT_SIZE halved down to 256 KiB,
- * then SLOTS down to 2); *changed says so. Every process of the node sees
- * the same file system, so all agree on the result. false: not even the
- * smallest geometry fits, or a geometry set by the user does not. */
+ * relay with a host arena takes at most a quarter of that (SLOT_SIZE halved
+ * down to 256 KiB, then SLOTS down to 2); *changed says so. Every process
+ * of the group sees the same file system and must end with the same
+ * geometry (relays and senders of different geometries refuse each
+ * other), so the shrinking depends on nothing else: a process with a GPU
+ * arena shrinks like one with a host arena. A geometry set by the user is
+ * never changed: it fits when this process's relay (`host_arena` or not)
+ * takes at most a quarter. false: not even the smallest geometry fits, or
+ * the user's does not. */
 bool fit_geometry(Settings *settings, uint64_t fs_bytes, bool host_arena,
                   bool *changed);
 

@@ -149,10 +149,12 @@ TEST(Settings, DefaultGeometryShrinksToAQuarterOfASmallFileSystem)
     EXPECT_LE(pxn::relay_footprint(s.geometry, true), 16ull << 20);
     EXPECT_EQ(7u, s.geometry.lanes);
     EXPECT_GE(s.geometry.slot_size, 256ull << 10);
-    /* a GPU arena keeps its slots out of the file system */
+    /* a process with a GPU arena ends with the same geometry: relays and
+     * senders of one group must agree */
     pxn::Settings gpu;
     ASSERT_TRUE(pxn::fit_geometry(&gpu, 64ull << 20, false, &changed));
-    EXPECT_FALSE(changed);
+    EXPECT_TRUE(changed);
+    EXPECT_EQ(s.geometry, gpu.geometry);
     /* 4 MiB: nothing fits */
     pxn::Settings tiny;
     EXPECT_FALSE(pxn::fit_geometry(&tiny, 4ull << 20, true, &changed));
@@ -161,6 +163,9 @@ TEST(Settings, DefaultGeometryShrinksToAQuarterOfASmallFileSystem)
     chosen.geometry.slots = 16;
     EXPECT_FALSE(pxn::fit_geometry(&chosen, 64ull << 20, true, &changed));
     EXPECT_EQ(16u, chosen.geometry.slots);
+    /* ... and with a GPU arena only its control file must fit */
+    EXPECT_TRUE(pxn::fit_geometry(&chosen, 64ull << 20, false, &changed));
+    EXPECT_FALSE(changed);
 }
 
 TEST(Settings, RegistryDirMustBeAbsolute)
