@@ -12,6 +12,7 @@
 
 #include <csignal>
 #include <regex>
+#include <cmath>
 #include <string>
 #include <unistd.h>
 
@@ -73,8 +74,13 @@ protected:
 
 TEST_F(PxnSoak, ShortRunVerifiesEveryByteThroughRelayRestarts)
 {
-    std::vector<std::string> args = {"--duration", "60", "--max-size", "4M",
-                                     "--warmup", "10", "--restart-every", "12",
+    /* The warm-up ends once every flow completed a round (10 s or more on
+     * a loaded machine); a restart every 10 s after it leaves room for
+     * three. A slower run (PXN_TEST_TIME_SCALE) gets a longer one. */
+    const long duration = std::lround(pxn_test::scaled_s(60));
+    std::vector<std::string> args = {"--duration", std::to_string(duration),
+                                     "--max-size", "4M", "--warmup", "10",
+                                     "--restart-every", "10",
                                      "--progress-every", "10"};
 #ifdef __SANITIZE_ADDRESS__
     /* ASan's quarantine keeps freed memory resident (up to 256 MiB a
@@ -82,7 +88,7 @@ TEST_F(PxnSoak, ShortRunVerifiesEveryByteThroughRelayRestarts)
     args.insert(args.end(), {"--rss-tolerance", "300,100"});
 #endif
     std::string out;
-    const int status = soak(args, 420, &out);
+    const int status = soak(args, 360 + duration, &out);
     EXPECT_EQ(0, status) << out;
     EXPECT_NE(std::string::npos, out.find("\nRESULT: PASS\n")) << out;
     EXPECT_NE(std::string::npos, out.find("final check: 16/16 target buffers"))
