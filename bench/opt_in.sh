@@ -8,9 +8,12 @@
 #
 # For test/apps/ucp_idle (a UCP context with RMA and TAG, one worker, exit):
 # context + worker creation time, process wall time, threads, pxn threads;
-# for `ucx_info -e -u t -w` of the UCX the build uses: process wall time.
-# Both: registry files left after the process exited (not counting the
-# registry directory's empty .lock, which stays for the next process).
+# for `ucx_info -e -u t -w` of the UCX the build uses: process wall time;
+# for a `ucx_perftest` pair on loopback (server, then a client running
+# tag_lat for 100 iterations): the client's wall time, connection
+# included. All: registry files left after the processes exited (not
+# counting the registry directory's empty .lock, which stays for the next
+# process).
 # Medians of RUNS fresh processes per configuration, the configurations
 # interleaved (no order bias), and each one's ratio to the baseline.
 #
@@ -22,10 +25,12 @@ set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${PXN_BUILD_DIR:-$top/build}
 app=$build/test/apps/ucp_idle
-ucx_info=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile" 2>/dev/null)/bin/ucx_info
+ucx_bin=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile" 2>/dev/null)/bin
+ucx_info=$ucx_bin/ucx_info
+perftest=$ucx_bin/ucx_perftest
 runs=${1:-21}
-[ -x "$app" ] && [ -x "$ucx_info" ] ||
-    { echo "opt_in: $app or $ucx_info missing (run contrib/build.sh)" >&2; exit 2; }
+[ -x "$app" ] && [ -x "$ucx_info" ] && [ -x "$perftest" ] ||
+    { echo "opt_in: $app, $ucx_info or $perftest missing (run contrib/build.sh)" >&2; exit 2; }
 
 registry=$(mktemp -d /dev/shm/pxn-opt-in.XXXXXX)
 trap 'rm -rf "$registry"' EXIT
@@ -50,7 +55,26 @@ run() {
     echo "$out"
 }
 
-declare -A create wall threads pxn left iwall ileft
+# perf CONFIG PORT: a ucx_perftest server on loopback and, once it
+# listens, a client; prints the client's wall time in ns.
+perf() {
+    local config=$1 port=$2 server out
+    env -u UCX_TLS -u UCX_PXN_ENABLE UCX_PXN_REGISTRY_DIR="$registry" \
+        UCX_PXN_GROUP=optin UCX_PXN_NET_TLS=tcp \
+        ${envs[$config]:+"${envs[$config]}"} "$perftest" -p "$port" >/dev/null 2>&1 &
+    server=$!
+    for ((t = 0; t < 500; ++t)); do
+        ss -Hltn "sport = :$port" | grep -q . && break
+        sleep 0.01
+    done
+    out=$(run "$config" "$perftest" 127.0.0.1 -p "$port" -t tag_lat -n 100 -s 8) ||
+        exit 1
+    wait "$server" || { echo "opt_in: ucx_perftest server (${names[$config]}) failed" >&2; exit 1; }
+    echo "${out%%$'\n'*}"
+}
+
+declare -A create wall threads pxn left iwall ileft pwall pleft
+port=$((20000 + RANDOM % 20000))
 for ((i = 0; i < runs; ++i)); do
     for c in 0 1 2; do
         out=$(run $c "$app" 1)
@@ -64,6 +88,9 @@ for ((i = 0; i < runs; ++i)); do
         out=$(run $c "$ucx_info" -e -u t -w)
         iwall[$c]+="${out%%$'\n'*} "
         ileft[$c]+="$(files_left) "
+        port=$((port + 1))
+        pwall[$c]+="$(perf $c $port) "
+        pleft[$c]+="$(files_left) "
     done
 done
 
@@ -87,4 +114,11 @@ printf '%-11s %10s %11s %14s\n' "" "process ms" "files left" "vs not loaded"
 for c in 0 1 2; do
     printf '%-11s %10s %11s %14s\n' "${names[$c]}" "$(ms "$(med "${iwall[$c]}")")" \
            "$(most "${ileft[$c]}")" "$(ratio "$(med "${iwall[$c]}")" "$(med "${iwall[0]}")")"
+done
+echo
+echo "ucx_perftest pair on loopback (tag_lat, 100 iterations), median of $runs client processes each"
+printf '%-11s %10s %11s %14s\n' "" "client ms" "files left" "vs not loaded"
+for c in 0 1 2; do
+    printf '%-11s %10s %11s %14s\n' "${names[$c]}" "$(ms "$(med "${pwall[$c]}")")" \
+           "$(most "${pleft[$c]}")" "$(ratio "$(med "${pwall[$c]}")" "$(med "${pwall[0]}")")"
 done
