@@ -117,7 +117,7 @@ void run_compute(Rig &rig, const Options &opt)
     printf("  matmul %ux%u FP32 alone: %.2f ms per multiply (%.1f TFLOP/s), "
            "%u multiplies\n", n, n, alone, tflops, count);
     printf("  gather kernel: CTAs of %u threads; the GPU has %d SMs\n",
-           CudaStager::kGatherThreads, rig.sms());
+           pxn::uct::kGatherThreads, rig.sms());
     printf("  %-34s %12s %10s %14s\n", "staging during the multiplies",
            "ms/multiply", "slowdown", "staging GB/s");
 
