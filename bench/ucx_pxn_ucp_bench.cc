@@ -35,6 +35,7 @@
 #include "ucp_bench_peer.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +44,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -234,6 +236,8 @@ int launch(Options &o)
             die("mkdtemp failed");
         }
         o.logs = tmp;
+    } else if ((mkdir(o.logs.c_str(), 0755) != 0) && (errno != EEXIST)) {
+        die("cannot make " + o.logs + ": " + strerror(errno));
     }
     printf("ucx_pxn_ucp_bench: %s of %s memory per transfer (sizes under 64K: %s), "
            "inner %s, best of %u, logs in %s\n", pxn_tools::human(o.peer.region).c_str(),
