@@ -14,10 +14,11 @@
  *             destinations misaligned, one contiguous block) staged with
  *             UCX_PXN_COPY=auto, ce and sm side by side: auto against the
  *             better of the two, and how many pieces auto gave the kernel;
- *   copyout   GET replies out of the slots into GPU memory: the stager's
- *             asynchronous copies (a ring of slots in flight, each slot
- *             back when its event is done) against one copy at a time,
- *             each waited for (cuMemcpyAsync, cuStreamSynchronize);
+ *   copyout   GET replies out of the slots into GPU memory, a slot's worth
+ *             of replies of each size per piece: the stager's copies (by
+ *             copy engine or scatter kernel, a ring of slots in flight,
+ *             each slot back when its event is done) against one copy per
+ *             reply, waited for per piece (cuMemcpyAsync, cuStreamSynchronize);
  *   latency   doorbell-to-pickup latency p50/p99 of single small pieces,
  *             GPU doorbell (cuStreamWriteValue64) against CPU doorbell
  *             (event query, then a store from the CPU);
@@ -264,44 +265,55 @@ void run_shapes(Rig &bench, const Options &opt)
     }
 }
 
-/* GET replies: copies slot -> a GPU buffer, the stager's way (a ring of
- * slots in flight, each back once its event is done) and one copy at a
- * time, waited for before the next (a slot may only go back once its copy
- * is done; a plain cuMemcpy does not wait for a device-to-device copy).
- * The last round of copies is compared with the slots. */
+/* GET replies: each piece is one slot's worth of replies of `size` bytes,
+ * copied out to every other block of a GPU buffer (one per slot), the
+ * stager's way (copy_out per reply, end_out; a ring of slots in flight,
+ * each back once its event is done) and the way it was done before, one
+ * copy per reply, but waited for before the slot goes back (a plain
+ * cuMemcpy does not wait for a device-to-device copy). The last round is
+ * compared with the slots. */
 void run_copyout(Rig &bench, const Options &opt)
 {
     const pxn::uct::CudaDriver *cu = bench.cu();
     const uint32_t slots           = opt.rig.slots;
-    printf("\n== GET replies out of the slots into GPU memory (%u slots) ==\n", slots);
-    printf("  %-8s %14s %10s %14s %10s %8s\n", "piece", "async GB/s", "kop/s",
-           "waited GB/s", "kop/s", "ratio");
+    const uint64_t slot_size       = opt.rig.slot_size;
+    printf("\n== GET replies out of %u slots into GPU memory ==\n", slots);
+    printf("  %-7s %8s %11s %9s %7s %11s %9s %7s\n", "reply", "per pc",
+           "async GB/s", "kop/s", "kernel", "waited GB/s", "kop/s", "ratio");
     bench.open(CopyChoice::kAuto, true);
     pxn::uct::CudaStager &st = bench.stager();
     CUstream stream;
+    CUdeviceptr dest;
     RIG_CHECK_CU(cu, cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    RIG_CHECK_CU(cu, cu->cuMemAlloc(&dest, uint64_t(slots) * 2 * slot_size));
     for (uint64_t size : opt.copyout_sizes) {
-        CUdeviceptr dest;
-        RIG_CHECK_CU(cu, cu->cuMemAlloc(&dest, uint64_t(slots) * size));
-        const auto dst = [&](uint64_t i) {
-            return reinterpret_cast<void*>(dest + (i % slots) * size);
+        const uint64_t replies = slot_size / size;
+        /* reply j of a piece in slot s: slot offset j * size, destination
+         * block 2 * j of the buffer of slot s */
+        const auto dst = [&](uint32_t slot, uint64_t j) {
+            return dest + uint64_t(slot) * 2 * slot_size + 2 * j * size;
         };
-        /* as many copies as fit `seconds` at the synchronous rate */
-        uint64_t count = 0;
-        uint64_t start = pxn_tools::now_ns();
-        while ((count < 2ull * slots) || (pxn_tools::seconds_since(start) < opt.rig.seconds)) {
-            RIG_CHECK_CU(cu, cu->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst(count)),
-                                               reinterpret_cast<CUdeviceptr>(
-                                                       st.slot(count % slots)),
-                                               size, stream));
+        const auto in_slot = [&](uint32_t slot, uint64_t j) {
+            return reinterpret_cast<CUdeviceptr>(st.slot(slot)) + j * size;
+        };
+        uint64_t pieces = 0;
+        uint64_t start  = pxn_tools::now_ns();
+        while ((pieces < 2ull * slots) ||
+               (pxn_tools::seconds_since(start) < opt.rig.seconds)) {
+            const uint32_t slot = uint32_t(pieces % slots);
+            for (uint64_t j = 0; j < replies; ++j) {
+                RIG_CHECK_CU(cu, cu->cuMemcpyAsync(dst(slot, j), in_slot(slot, j),
+                                                   size, stream));
+            }
             RIG_CHECK_CU(cu, cu->cuStreamSynchronize(stream));
-            ++count;
+            ++pieces;
         }
-        const double sync = pxn_tools::seconds_since(start);
+        const double waited = pxn_tools::seconds_since(start);
+        const uint64_t kernel_before = st.scatter_pieces();
         start = pxn_tools::now_ns();
-        for (uint64_t i = 0; i < count + slots; ++i) {
+        for (uint64_t i = 0; i < pieces + slots; ++i) {
             const uint32_t slot = uint32_t(i % slots);
-            if (i >= slots) { /* the slot comes back once its copy is done */
+            if (i >= slots) { /* the slot comes back once its copies are done */
                 ucs_status_t status;
                 while ((status = st.out_status(slot)) == UCS_INPROGRESS) {
                 }
@@ -309,28 +321,40 @@ void run_copyout(Rig &bench, const Options &opt)
                     pxn_tools::die("a copy out failed");
                 }
             }
-            if ((i < count) && ((st.copy_out(slot, 0, dst(i), size) != UCS_OK) ||
-                                (st.end_out(slot) != UCS_OK))) {
-                pxn_tools::die("copy_out failed");
+            if (i >= pieces) {
+                continue;
+            }
+            for (uint64_t j = 0; j < replies; ++j) {
+                if (st.copy_out(slot, j * size, reinterpret_cast<void*>(dst(slot, j)),
+                                size) != UCS_OK) {
+                    pxn_tools::die("copy_out failed");
+                }
+            }
+            if (st.end_out(slot) != UCS_OK) {
+                pxn_tools::die("end_out failed");
             }
         }
         const double async = pxn_tools::seconds_since(start);
+        const double kernel = double(st.scatter_pieces() - kernel_before) / pieces;
         std::vector<uint8_t> a(size), b(size);
-        for (uint32_t s = 0; s < std::min<uint64_t>(slots, count); ++s) {
-            RIG_CHECK_CU(cu, cu->cuMemcpy(reinterpret_cast<CUdeviceptr>(a.data()),
-                                          reinterpret_cast<CUdeviceptr>(dst(s)), size));
-            RIG_CHECK_CU(cu, cu->cuMemcpy(reinterpret_cast<CUdeviceptr>(b.data()),
-                                          reinterpret_cast<CUdeviceptr>(st.slot(s)),
-                                          size));
-            if (a != b) {
-                pxn_tools::die("a GET reply differs from its slot");
+        for (uint32_t slot = 0; slot < slots; ++slot) {
+            for (uint64_t j = 0; j < replies; j += std::max<uint64_t>(1, replies / 7)) {
+                RIG_CHECK_CU(cu, cu->cuMemcpy(reinterpret_cast<CUdeviceptr>(a.data()),
+                                              dst(slot, j), size));
+                RIG_CHECK_CU(cu, cu->cuMemcpy(reinterpret_cast<CUdeviceptr>(b.data()),
+                                              in_slot(slot, j), size));
+                if (a != b) {
+                    pxn_tools::die("a GET reply differs from its slot");
+                }
             }
         }
-        RIG_CHECK_CU(cu, cu->cuMemFree(dest));
-        printf("  %-8s %14.1f %10.1f %14.1f %10.1f %8.2f\n", human(size).c_str(),
-               count * size / async / 1e9, count / async / 1e3,
-               count * size / sync / 1e9, count / sync / 1e3, sync / async);
+        const double bytes = double(pieces) * replies * size;
+        printf("  %-7s %8lu %11.1f %9.1f %6.0f%% %11.1f %9.1f %7.2f\n",
+               human(size).c_str(), replies, bytes / async / 1e9,
+               pieces * replies / async / 1e3, kernel * 100, bytes / waited / 1e9,
+               pieces * replies / waited / 1e3, waited / async);
     }
+    cu->cuMemFree(dest);
     cu->cuStreamDestroy(stream);
 }
 

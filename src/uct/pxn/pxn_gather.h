@@ -1,14 +1,17 @@
 /*
- * The gather kernel's work, thread by thread: which part of which segment
- * a thread copies and how. Shared by the kernel (pxn_gather.cu, compiled by
- * nvcc) and a CPU test (test/gtest/transport/test_gather.cc, plain C++)
- * that runs every thread of a simulated grid in turn over a host buffer and
- * checks each destination byte, the bytes around it and every load. No
- * thread reads what another wrote and none waits for another, so running
- * them one after the other is exactly what the GPU computes.
+ * The gather and scatter kernels' work, thread by thread: which part of
+ * which segment a thread copies and how. Shared by the kernels
+ * (pxn_gather.cu, compiled by nvcc) and a CPU test
+ * (test/gtest/transport/test_gather.cc, plain C++) that runs every thread
+ * of a simulated grid in turn over host buffers and checks each destination
+ * byte, the bytes around it and every load. No thread reads what another
+ * wrote and none waits for another, so running them one after the other is
+ * exactly what the GPU computes.
  *
- * A segment is `length` bytes from `src` to `slot + offset`. Its layout
- * (split_segment()):
+ * A segment is `length` bytes between `addr` and `slot + offset`: gather
+ * copies addr -> slot (a put's sources into its slot), scatter copies
+ * slot -> addr (a GET's reply to its destinations). Its layout
+ * (split_segment(), from the source and destination of the copy):
  *   head  bytes until the destination is 16-byte aligned (< 16, and at
  *         most `length`), copied byte by byte;
  *   body  `vectors` 16-byte vectors stored aligned;
@@ -50,10 +53,11 @@ struct alignas(16) PxnVec16 {
 };
 #endif
 
-/* A segment as the kernel reads it from the table (CudaStager::Seg). */
+/* A segment as the kernels read it from the table (CudaStager::Seg). */
 struct PxnGatherSeg {
-    uint64_t src;    /* device-accessible source address */
-    uint64_t offset; /* destination offset in the slot */
+    uint64_t addr;   /* device memory outside the slot: gather's source,
+                      * scatter's destination */
+    uint64_t offset; /* offset in the slot */
     uint64_t length;
 };
 
@@ -214,15 +218,18 @@ PXN_GATHER_FN void copy_shifted(const PxnVec16 *blocks, PxnVec16 *dst,
     }
 }
 
-/* Part `part` of `parts` of one segment, as thread `lane` of `lanes`. */
-template<typename Mem>
+/* Part `part` of `parts` of one segment, as thread `lane` of `lanes`;
+ * kScatter: slot -> addr, else addr -> slot. */
+template<bool kScatter, typename Mem>
 PXN_GATHER_FN void copy_part(const PxnGatherSeg &seg, uint8_t *slot,
                              unsigned part, unsigned parts, unsigned lane,
                              unsigned lanes)
 {
-    const uint8_t *src = reinterpret_cast<const uint8_t*>(seg.src);
-    uint8_t *dst       = slot + seg.offset;
-    const Layout l     = split_segment(seg.src, uint64_t(dst), seg.length);
+    uint8_t *in_slot   = slot + seg.offset;
+    uint8_t *outside   = reinterpret_cast<uint8_t*>(seg.addr);
+    const uint8_t *src = kScatter ? in_slot : outside;
+    uint8_t *dst       = kScatter ? outside : in_slot;
+    const Layout l     = split_segment(uint64_t(src), uint64_t(dst), seg.length);
     const uint64_t used = used_parts(l.vectors, parts, lanes);
     if (part >= used) {
         return;
@@ -263,15 +270,15 @@ PXN_GATHER_FN void copy_part(const PxnGatherSeg &seg, uint8_t *slot,
 }
 
 /* Everything one thread of the launch copies. */
-template<typename Mem>
+template<bool kScatter, typename Mem>
 PXN_GATHER_FN void gather_thread(const PxnGatherSeg *segs, unsigned count,
                                  uint8_t *slot, const Worker &w)
 {
     const unsigned parts = gather_parts(count, w.workers);
     const unsigned items = count * parts;
     for (unsigned item = w.worker; item < items; item += w.workers) {
-        copy_part<Mem>(segs[item / parts], slot, item % parts, parts, w.lane,
-                       w.lanes);
+        copy_part<kScatter, Mem>(segs[item / parts], slot, item % parts, parts,
+                                 w.lane, w.lanes);
     }
 }
 

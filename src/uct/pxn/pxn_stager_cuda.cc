@@ -138,6 +138,8 @@ ucs_status_t CudaStager::load_kernel()
                  "loading the gather kernel");
     PXN_CU_CHECK(cu_->cuModuleGetFunction(&gather_, module_, "pxn_gather"),
                  "finding the gather kernel");
+    PXN_CU_CHECK(cu_->cuModuleGetFunction(&scatter_, module_, "pxn_scatter"),
+                 "finding the scatter kernel");
     return UCS_OK;
 }
 
@@ -241,13 +243,13 @@ bool CudaStager::classify(const Seg *segs, unsigned count, CUdeviceptr dst,
     unsigned queries  = 0;
     for (unsigned i = 0; i < count; ++i) {
         const Seg &seg = segs[i];
-        bool device    = (seg.src - base < size);
+        bool device    = (seg.addr - base < size);
         if (!device) {
-            device = cu_->is_device_pointer(reinterpret_cast<void*>(seg.src));
+            device = cu_->is_device_pointer(reinterpret_cast<void*>(seg.addr));
             if (!device && (++queries > kMaxHostQueries)) {
                 return false;
             }
-            if (device && (cu_->cuMemGetAddressRange(&base, &size, seg.src) !=
+            if (device && (cu_->cuMemGetAddressRange(&base, &size, seg.addr) !=
                            CUDA_SUCCESS)) {
                 size = 0;
             }
@@ -256,7 +258,7 @@ bool CudaStager::classify(const Seg *segs, unsigned count, CUdeviceptr dst,
         if (device) {
             ++shape->device_segs;
             shape->device_bytes  += seg.length;
-            shape->shifted_bytes += ((seg.src ^ (dst + seg.offset)) & 15) ?
+            shape->shifted_bytes += ((seg.addr ^ (dst + seg.offset)) & 15) ?
                                     seg.length : 0;
         } else {
             ++shape->host_segs;
@@ -266,7 +268,8 @@ bool CudaStager::classify(const Seg *segs, unsigned count, CUdeviceptr dst,
     return true;
 }
 
-ucs_status_t CudaStager::launch(Seg *segs, unsigned count, uint32_t slot_index,
+ucs_status_t CudaStager::launch(CUfunction kernel, CUstream stream, Seg *segs,
+                                unsigned count, uint32_t slot_index,
                                 const CopyPlan &plan)
 {
     CUdeviceptr table = dev_table_ + size_t(slot_index) * max_plan_ * sizeof(Seg);
@@ -274,30 +277,34 @@ ucs_status_t CudaStager::launch(Seg *segs, unsigned count, uint32_t slot_index,
     unsigned warps    = plan.warp_per_segment;
     void *args[]      = {&table, &count, &dst, &warps};
     PXN_CU_CHECK(cu_->cuMemcpyAsync(table, reinterpret_cast<CUdeviceptr>(segs),
-                                    count * sizeof(Seg), stream_),
+                                    count * sizeof(Seg), stream),
                  "copying a segment table");
-    PXN_CU_CHECK(cu_->cuLaunchKernel(gather_, plan.blocks, 1, 1, kGatherThreads,
-                                     1, 1, 0, stream_, args, nullptr),
-                 "launching the gather kernel");
-    ++sm_pieces_;
+    PXN_CU_CHECK(cu_->cuLaunchKernel(kernel, plan.blocks, 1, 1, kGatherThreads,
+                                     1, 1, 0, stream, args, nullptr),
+                 "launching the gather or scatter kernel");
     return UCS_OK;
 }
 
-/* The recorded segments of the open piece of `slot` into the slot. */
-ucs_status_t CudaStager::copy_piece(uint32_t slot_index)
+/* The segments recorded for `slot` between it and the outside: into the
+ * slot (a put piece, on the copy stream) or out of it (a GET reply, on the
+ * reply stream). *by_kernel: whether a kernel copied some of them. */
+ucs_status_t CudaStager::copy_segments(uint32_t slot_index, bool out,
+                                       bool *by_kernel)
 {
     const CUdeviceptr base = reinterpret_cast<CUdeviceptr>(slot(slot_index));
     Seg *segs              = host_table_ + size_t(slot_index) * max_plan_;
     const unsigned count   = nsegs_[slot_index];
+    CUfunction kernel      = out ? scatter_ : gather_;
+    CUstream stream        = out ? out_stream_ : stream_;
     PieceShape shape;
     shape.device_segs  = count;
     shape.device_bytes = bytes_[slot_index];
     nsegs_[slot_index] = 0;
     bytes_[slot_index] = 0;
-    /* First as if every source were device memory and aligned: a piece the
-     * kernel would not copy even then costs no driver query. */
+    /* First as if every outside address were device memory and aligned: a
+     * piece the kernel would not copy even then costs no driver query. */
     CopyPlan plan = plan_copy(options_.policy, shape, costs(),
-                              options_.gather_ctas, gather_ != nullptr);
+                              options_.gather_ctas, kernel != nullptr);
     if (plan.kernel) {
         plan = classify(segs, count, base, &shape) ?
                plan_copy(options_.policy, shape, costs(), options_.gather_ctas,
@@ -310,15 +317,27 @@ ucs_status_t CudaStager::copy_piece(uint32_t slot_index)
             segs[kernel_segs++] = segs[i]; /* the kernel's table, in front */
             continue;
         }
-        PXN_CU_CHECK(cu_->cuMemcpyAsync(base + segs[i].offset, segs[i].src,
-                                        segs[i].length, stream_),
-                     "staging copy (cuMemcpyAsync)");
+        const CUdeviceptr in_slot = base + segs[i].offset;
+        PXN_CU_CHECK(cu_->cuMemcpyAsync(out ? segs[i].addr : in_slot,
+                                        out ? in_slot : segs[i].addr,
+                                        segs[i].length, stream),
+                     out ? "copying a GET reply out of its slot (cuMemcpyAsync)" :
+                           "staging copy (cuMemcpyAsync)");
     }
-    if (kernel_segs == 0) {
-        ++ce_pieces_;
-        return UCS_OK;
+    *by_kernel = (kernel_segs > 0);
+    return (kernel_segs == 0) ? UCS_OK :
+           launch(kernel, stream, segs, kernel_segs, slot_index, plan);
+}
+
+/* The recorded segments of the open piece of `slot` into the slot. */
+ucs_status_t CudaStager::copy_piece(uint32_t slot_index)
+{
+    bool by_kernel = false;
+    const ucs_status_t status = copy_segments(slot_index, false, &by_kernel);
+    if (status == UCS_OK) {
+        ++(by_kernel ? sm_pieces_ : ce_pieces_);
     }
-    return launch(segs, kernel_segs, slot_index, plan);
+    return status;
 }
 
 /* The relay takes every seq up to the doorbell: a doorbell rung after
@@ -390,27 +409,43 @@ unsigned CudaStager::progress()
     return rung;
 }
 
+/* A reply's destinations are recorded like a put's sources (in the
+ * slot's segment table, free while the slot holds a GET piece) and copied
+ * by end_out(): one kernel launch for many GPU destinations, instead of a
+ * copy-engine copy (~4 us) each. */
 ucs_status_t CudaStager::copy_out(uint32_t slot_index, uint64_t offset,
                                   void *dest, uint64_t length)
 {
-    ContextScope scope(cu_, ctx_);
     if (out_stream_ == nullptr) {
+        ContextScope scope(cu_, ctx_);
         PXN_CU_CHECK(cu_->cuStreamCreate(&out_stream_, CU_STREAM_NON_BLOCKING),
                      "cuStreamCreate (GET replies)");
     }
-    PXN_CU_CHECK(cu_->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dest),
-                                    reinterpret_cast<CUdeviceptr>(slot(slot_index)) +
-                                    offset, length, out_stream_),
-                 "copying a GET reply out of its slot");
+    if (nsegs_[slot_index] == max_plan_) {
+        ContextScope scope(cu_, ctx_);
+        PXN_CU_CHECK(cu_->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dest),
+                                        reinterpret_cast<CUdeviceptr>(
+                                                slot(slot_index)) + offset,
+                                        length, out_stream_),
+                     "copying a GET reply out of its slot (cuMemcpyAsync)");
+        return UCS_OK;
+    }
+    add(slot_index, dest, offset, length);
     return UCS_OK;
 }
 
 ucs_status_t CudaStager::end_out(uint32_t slot_index)
 {
     if (out_stream_ == nullptr) {
-        return UCS_OK; /* nothing was enqueued */
+        return UCS_OK; /* nothing was recorded */
     }
     ContextScope scope(cu_, ctx_);
+    bool by_kernel = false;
+    ucs_status_t status = copy_segments(slot_index, true, &by_kernel);
+    if (status != UCS_OK) {
+        return status;
+    }
+    out_pieces_ += by_kernel;
     if (out_events_.empty()) {
         out_events_.assign(nsegs_.size(), nullptr); /* once */
         out_pending_.assign(nsegs_.size(), 0);

@@ -38,11 +38,14 @@
  * same way, so that the doorbell never runs ahead of an earlier piece's
  * bytes (the relay takes every seq up to the doorbell).
  *
- * GET replies: copy_out() enqueues the copy slot -> destination on a
- * stream of its own (created on first use) and end_out() records the
- * slot's event behind it; out_status() queries that event. The sender keeps
- * the slot, and the requests, until then. unpack() (get_bcopy, at most
- * 64 KiB) copies synchronously into host memory and calls back at once.
+ * GET replies: copy_out() records each destination in the slot's segment
+ * table (free while the slot holds a GET piece); end_out() copies them on
+ * a stream of its own (created on first use), by copy engine or one launch
+ * of the scatter kernel (the gather kernel's twin, slot -> destinations),
+ * chosen as for puts, and records the slot's event behind the copies;
+ * out_status() queries that event. The sender keeps the slot, and the
+ * requests, until then. unpack() (get_bcopy, at most 64 KiB) copies
+ * synchronously into host memory and calls back at once.
  *
  * Failure: a copy or doorbell that cannot be enqueued returns an error from
  * commit(), before anything was published: the sender quarantines the lane.
@@ -123,6 +126,8 @@ public:
     void         wait_out() override;
     uint64_t     gather_pieces() const override { return sm_pieces_; }
     uint64_t     ce_pieces() const { return ce_pieces_; }
+    /* GET pieces whose replies the scatter kernel copied out. */
+    uint64_t     scatter_pieces() const { return out_pieces_; }
 
 private:
     struct Pending {
@@ -139,9 +144,10 @@ private:
     bool         classify(const Seg *segs, unsigned count, CUdeviceptr dst,
                           PieceShape *shape);
     const CopyCosts &costs();
+    ucs_status_t copy_segments(uint32_t slot, bool out, bool *by_kernel);
     ucs_status_t copy_piece(uint32_t slot);
-    ucs_status_t launch(Seg *segs, unsigned count, uint32_t slot,
-                        const CopyPlan &plan);
+    ucs_status_t launch(CUfunction kernel, CUstream stream, Seg *segs,
+                        unsigned count, uint32_t slot, const CopyPlan &plan);
     /* Rings `seq` once everything enqueued on the copy stream is done. */
     ucs_status_t ring_after_copies(uint64_t seq);
 
@@ -159,8 +165,10 @@ private:
     abi::LaneProducer *producer_ = nullptr;
     void              *registered_ = nullptr; /* page(s) of the producer */
     CUdeviceptr        doorbell_dev_ = 0;
-    /* Open piece of each slot: its segments, written straight into the
-     * pinned table the gather kernel's copy reads (slot x max_plan). */
+    /* Open piece of each slot: its segments (a put's sources, or a GET
+     * reply's destinations between copy_out() and end_out()), written
+     * straight into the pinned table the kernels' copy reads (slot x
+     * max_plan). */
     Seg               *host_table_ = nullptr;
     CUdeviceptr        dev_table_  = 0;
     std::vector<uint32_t> nsegs_;             /* per slot */
@@ -168,6 +176,7 @@ private:
     std::vector<uint8_t>  bounce_;            /* pack area */
     CUmodule           module_     = nullptr;
     CUfunction         gather_     = nullptr;
+    CUfunction         scatter_    = nullptr;
     std::deque<Pending> pending_;             /* CPU doorbells, seq order */
     std::vector<CUevent> events_;             /* free events */
     uint64_t           gpu_rung_ = 0;         /* last seq of a GPU doorbell */
@@ -181,6 +190,7 @@ private:
     std::vector<uint8_t> out_pending_;
     uint64_t           ce_pieces_ = 0;
     uint64_t           sm_pieces_ = 0;
+    uint64_t           out_pieces_ = 0;
 };
 
 } // namespace uct

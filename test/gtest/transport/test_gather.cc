@@ -1,11 +1,16 @@
 /*
- * The gather kernel's per-thread work (src/uct/pxn/pxn_gather.h) run on the
- * CPU: every thread of a simulated launch in turn, over host buffers, with
- * a memory policy that checks each access. A launch is right when every
- * destination byte of every segment is written exactly once with its
- * source byte, no byte around them is touched, every vector access is
- * 16-byte aligned and every load lies in a 16-byte granule that holds a
+ * The gather and scatter kernels' per-thread work (src/uct/pxn/pxn_gather.h)
+ * run on the CPU: every thread of a simulated launch in turn, over host
+ * buffers, with a memory policy that checks each access. A launch is right
+ * when every destination byte of every segment is written exactly once
+ * with its source byte, no byte around them is touched, every vector access
+ * is 16-byte aligned and every load lies in a 16-byte granule that holds a
  * byte of a segment's source (so never in another allocation).
+ *
+ * Gather copies segments from "outside" buffers into the slot (a put's
+ * sources into its slot), scatter from the slot to outside buffers (a GET
+ * reply to its destinations): the same code with source and destination
+ * swapped.
  */
 #include <uct/pxn/pxn_gather.h>
 
@@ -24,30 +29,22 @@ namespace gather = pxn::gather;
 
 /* What the checking memory policy knows about the launch under test. */
 struct Launch {
-    std::vector<PxnGatherSeg> segs;
-    uint8_t                  *slot = nullptr;
-    size_t                    slot_size = 0;
-    std::vector<unsigned>     writes;       /* per slot byte */
-    unsigned                  bad_loads  = 0;
-    unsigned                  bad_stores = 0;
-    unsigned                  unaligned  = 0;
-    unsigned                  vector_stores = 0;
+    /* Destination buffer: stores are counted per byte; one outside it is
+     * bad. */
+    uintptr_t             dst_base = 0;
+    std::vector<unsigned> writes;
+    /* Source buffer (16-byte aligned base): bytes of some segment's source
+     * (1) and the granules that hold any of them (1). */
+    uintptr_t             src_base = 0;
+    std::vector<uint8_t>  src_byte, src_granule;
+    unsigned              bad_loads = 0, bad_stores = 0, unaligned = 0;
+    unsigned              vector_stores = 0;
 
-    /* Bytes of the source buffer that belong to a segment (1), and the
-     * 16-byte granules holding any of them (1). */
-    uintptr_t               src_base = 0;
-    std::vector<uint8_t>    src_byte, src_granule;
-
-    void mark_sources()
+    void mark_source(uintptr_t at, uint64_t length)
     {
-        std::fill(src_byte.begin(), src_byte.end(), 0);
-        std::fill(src_granule.begin(), src_granule.end(), 0);
-        for (const PxnGatherSeg &s : segs) {
-            for (uint64_t i = 0; i < s.length; ++i) {
-                const uintptr_t at = s.src + i - src_base;
-                src_byte[at]         = 1;
-                src_granule[at / 16] = 1;
-            }
+        for (uint64_t i = 0; i < length; ++i) {
+            src_byte[at + i - src_base]                = 1;
+            src_granule[(at + i - src_base) / 16]      = 1;
         }
     }
 
@@ -57,7 +54,6 @@ struct Launch {
                src_byte[at - src_base];
     }
 
-    /* [at, at + 16) is one granule (at is aligned) of some segment. */
     bool granule_in_source(uintptr_t at) const
     {
         return (at >= src_base) && ((at - src_base) % 16 == 0) &&
@@ -67,13 +63,12 @@ struct Launch {
 
     void store(uintptr_t at, size_t length)
     {
-        const uintptr_t base = reinterpret_cast<uintptr_t>(slot);
-        if ((at < base) || (at + length > base + slot_size)) {
+        if ((at < dst_base) || (at + length > dst_base + writes.size())) {
             ++bad_stores;
             return;
         }
         for (size_t i = 0; i < length; ++i) {
-            ++writes[at - base + i];
+            ++writes[at - dst_base + i];
         }
     }
 };
@@ -101,8 +96,7 @@ struct CheckedMem {
     }
     static uint8_t load_byte(const uint8_t *p)
     {
-        const uintptr_t at = reinterpret_cast<uintptr_t>(p);
-        g_launch->bad_loads += !g_launch->byte_in_source(at);
+        g_launch->bad_loads += !g_launch->byte_in_source(reinterpret_cast<uintptr_t>(p));
         return *p;
     }
     static void store_byte(uint8_t *p, uint8_t v)
@@ -123,39 +117,25 @@ struct Grid {
     }
 };
 
-/* 16-byte aligned buffers with room for any misalignment and guards. */
-class GatherTest : public ::testing::Test {
+/* 16-byte aligned buffers with guards: the slot and the "outside" memory
+ * (sources of a gather, destinations of a scatter). */
+class GatherTest : public ::testing::TestWithParam<bool> {
 protected:
     static constexpr size_t  kGuard = 64;
     static constexpr uint8_t kFill  = 0xa5;
 
-    void SetUp() override
-    {
-        g_launch = &launch_;
-    }
+    bool scatter() const { return GetParam(); }
 
-    void TearDown() override
-    {
-        g_launch = nullptr;
-    }
+    void SetUp() override { g_launch = &launch_; }
+    void TearDown() override { g_launch = nullptr; }
 
-    /* A source of `size` pattern bytes and a slot of `slot_size` + guards. */
-    void buffers(size_t size, size_t slot_size)
+    void buffers(size_t outside, size_t slot)
     {
-        src_.assign(size + 2 * kGuard, 0);
-        std::mt19937 rng(7);
-        for (uint8_t &b : src_) {
-            b = uint8_t(rng());
-        }
-        slot_.assign(slot_size + 2 * kGuard + 16, kFill);
-        src_base_  = align(src_.data() + kGuard);
-        slot_base_ = align(slot_.data() + kGuard);
-        launch_.src_base = reinterpret_cast<uintptr_t>(align(src_.data()));
-        launch_.src_byte.assign(src_.size(), 0);
-        launch_.src_granule.assign(src_.size() / 16 + 1, 0);
-        launch_.slot      = slot_base_;
-        launch_.slot_size = slot_size;
-        capacity_         = slot_size;
+        outside_.assign(outside + 2 * kGuard + 16, 0);
+        slot_.assign(slot + 2 * kGuard + 16, 0);
+        outside_base_ = align(outside_.data() + kGuard);
+        slot_base_    = align(slot_.data() + kGuard);
+        filled_       = false;
     }
 
     static uint8_t *align(uint8_t *p)
@@ -164,77 +144,91 @@ protected:
                                           ~uintptr_t(15));
     }
 
-    PxnGatherSeg seg(size_t src_offset, size_t slot_offset, size_t length) const
+    /* `length` bytes between `outside` bytes into the outside buffer and
+     * `slot` bytes into the slot. */
+    PxnGatherSeg seg(size_t outside, size_t slot, size_t length) const
     {
-        return {reinterpret_cast<uint64_t>(src_base_ + src_offset), slot_offset,
-                length};
+        return {reinterpret_cast<uint64_t>(outside_base_ + outside), slot, length};
     }
 
-    /* Runs every thread of `grid` over launch_.segs (as the kernel does),
-     * then checks every byte of the slot and its guards. */
+    /* A segment copied from `src` bytes into its source buffer to `dst`
+     * bytes into its destination buffer, in the direction under test. */
+    PxnGatherSeg copy(size_t src, size_t dst, size_t length) const
+    {
+        return scatter() ? seg(dst, src, length) : seg(src, dst, length);
+    }
+
+    std::vector<uint8_t> &src_buffer() { return scatter() ? slot_ : outside_; }
+    std::vector<uint8_t> &dst_buffer() { return scatter() ? outside_ : slot_; }
+
+    /* Runs every thread of `grid` over segs_ (as the kernel does), then
+     * checks every byte of the destination buffer, guards included. */
     void run_and_check(const Grid &grid, const std::string &what)
     {
-        /* the slot checked: up to 32 bytes past the last segment (the
-         * guards beyond it are checked too) */
-        uint64_t end = 0;
-        for (const PxnGatherSeg &s : launch_.segs) {
-            end = std::max(end, s.offset + s.length);
+        std::vector<uint8_t> &src = src_buffer(), &dst = dst_buffer();
+        if (!filled_) { /* the source is never written: once per buffer */
+            std::mt19937 rng(7);
+            for (uint8_t &b : src) {
+                b = uint8_t(rng());
+            }
+            filled_ = true;
         }
-        launch_.slot_size = std::min<size_t>(end + 32, capacity_);
-        std::fill(slot_.begin(), slot_.end(), kFill);
-        launch_.writes.assign(launch_.slot_size, 0);
+        std::fill(dst.begin(), dst.end(), kFill);
+        std::vector<uint8_t> expected = dst;
+        launch_.dst_base = reinterpret_cast<uintptr_t>(dst.data());
+        launch_.writes.assign(dst.size(), 0);
+        launch_.src_base = reinterpret_cast<uintptr_t>(align(src.data())) - 16;
+        launch_.src_byte.assign(src.size() + 32, 0);
+        launch_.src_granule.assign(src.size() / 16 + 3, 0);
         launch_.bad_loads = launch_.bad_stores = launch_.unaligned = 0;
         launch_.vector_stores = 0;
-        launch_.mark_sources();
+        std::vector<unsigned> owners(dst.size(), 0);
+        for (const PxnGatherSeg &s : segs_) {
+            const uint8_t *from = scatter() ? slot_base_ + s.offset :
+                                  reinterpret_cast<const uint8_t*>(s.addr);
+            uint8_t *to         = scatter() ? reinterpret_cast<uint8_t*>(s.addr) :
+                                  slot_base_ + s.offset;
+            const size_t at     = to - dst.data();
+            memcpy(expected.data() + at, from, s.length);
+            for (uint64_t j = 0; j < s.length; ++j) {
+                ++owners[at + j];
+            }
+            launch_.mark_source(reinterpret_cast<uintptr_t>(from), s.length);
+        }
         for (unsigned b = 0; b < grid.blocks; ++b) {
             for (unsigned t = 0; t < grid.threads; ++t) {
                 const gather::Worker w = gather::gather_worker(
                         t, grid.threads, b, grid.blocks, grid.warp_per_segment);
-                gather::gather_thread<CheckedMem>(launch_.segs.data(),
-                                                  unsigned(launch_.segs.size()),
-                                                  slot_base_, w);
+                if (scatter()) {
+                    gather::gather_thread<true, CheckedMem>(
+                            segs_.data(), unsigned(segs_.size()), slot_base_, w);
+                } else {
+                    gather::gather_thread<false, CheckedMem>(
+                            segs_.data(), unsigned(segs_.size()), slot_base_, w);
+                }
             }
         }
-        const std::string where = what + ", grid " + grid.name();
+        const std::string where = std::string(scatter() ? "scatter" : "gather") +
+                                  ", " + what + ", grid " + grid.name();
         ASSERT_EQ(0u, launch_.bad_loads) << where;
         ASSERT_EQ(0u, launch_.bad_stores) << where;
         ASSERT_EQ(0u, launch_.unaligned) << where;
-        std::vector<int> owner(launch_.slot_size, -1);
-        for (size_t i = 0; i < launch_.segs.size(); ++i) {
-            const PxnGatherSeg &s = launch_.segs[i];
-            for (uint64_t j = 0; j < s.length; ++j) {
-                owner[s.offset + j] = int(i);
-            }
+        for (size_t at = 0; at < dst.size(); ++at) {
+            ASSERT_EQ(std::min(owners[at], 1u), launch_.writes[at])
+                    << where << ": byte " << at << " of the destination buffer";
         }
-        for (size_t at = 0; at < launch_.slot_size; ++at) {
-            if (owner[at] < 0) {
-                ASSERT_EQ(0u, launch_.writes[at]) << where << ": byte " << at;
-                ASSERT_EQ(kFill, slot_base_[at]) << where << ": byte " << at;
-                continue;
-            }
-            const PxnGatherSeg &s = launch_.segs[owner[at]];
-            const uint8_t want    = reinterpret_cast<const uint8_t*>(
-                    s.src)[at - s.offset];
-            ASSERT_EQ(1u, launch_.writes[at]) << where << ": byte " << at;
-            ASSERT_EQ(want, slot_base_[at]) << where << ": byte " << at;
-        }
-        for (const uint8_t *p = slot_.data(); p < slot_base_; ++p) {
-            ASSERT_EQ(kFill, *p) << where << ": guard before the slot";
-        }
-        for (const uint8_t *p = slot_base_ + launch_.slot_size;
-             p < slot_.data() + slot_.size(); ++p) {
-            ASSERT_EQ(kFill, *p) << where << ": guard after the slot";
-        }
+        ASSERT_TRUE(expected == dst) << where;
     }
 
-    Launch               launch_;
-    std::vector<uint8_t> src_, slot_;
-    uint8_t             *src_base_  = nullptr;
-    uint8_t             *slot_base_ = nullptr;
-    size_t               capacity_  = 0;
+    Launch                    launch_;
+    std::vector<PxnGatherSeg> segs_;
+    std::vector<uint8_t>      outside_, slot_;
+    uint8_t                  *outside_base_ = nullptr;
+    uint8_t                  *slot_base_    = nullptr;
+    bool                      filled_       = false;
 };
 
-TEST_F(GatherTest, LayoutSplitsEveryAlignmentIntoHeadAlignedBodyAndTail)
+TEST(GatherLayout, SplitsEveryAlignmentIntoHeadAlignedBodyAndTail)
 {
     for (uint64_t dst = 0; dst < 16; ++dst) {
         for (uint64_t src = 0; src < 16; ++src) {
@@ -255,7 +249,7 @@ TEST_F(GatherTest, LayoutSplitsEveryAlignmentIntoHeadAlignedBodyAndTail)
     }
 }
 
-TEST_F(GatherTest, EveryAlignmentAndLengthUpTo300IsCopiedExactly)
+TEST_P(GatherTest, EveryAlignmentAndLengthUpTo300IsCopiedExactly)
 {
     buffers(512, 512);
     const Grid grids[] = {{1, 64, true}, {2, 32, false}};
@@ -263,7 +257,7 @@ TEST_F(GatherTest, EveryAlignmentAndLengthUpTo300IsCopiedExactly)
         for (size_t dst = 0; dst < 16; ++dst) {
             for (size_t src = 0; src < 16; ++src) {
                 for (size_t length = 0; length <= 300; ++length) {
-                    launch_.segs = {seg(src, dst, length)};
+                    segs_ = {copy(src, dst, length)};
                     run_and_check(grid, "src +" + std::to_string(src) + ", dst +" +
                                         std::to_string(dst) + ", " +
                                         std::to_string(length) + " bytes");
@@ -276,16 +270,16 @@ TEST_F(GatherTest, EveryAlignmentAndLengthUpTo300IsCopiedExactly)
     }
 }
 
-TEST_F(GatherTest, LargeMisalignedSegmentsAreCopiedExactlyWithTheKernelsGrid)
+TEST_P(GatherTest, LargeMisalignedSegmentsAreCopiedExactlyWithTheKernelsGrid)
 {
-    const size_t lengths[] = {4096, 65536 + 3, 262144 - 5, (1 << 20) + 9};
+    const size_t lengths[] = {4096, 65536 + 3, (1 << 20) + 9};
     buffers((1 << 20) + 64, (1 << 20) + 64);
     const Grid grids[] = {{4, 512, true}, {32, 512, false}, {3, 512, false}};
     for (const Grid &grid : grids) {
         for (size_t length : lengths) {
-            for (size_t src : {0, 1, 4, 8, 13}) {
-                for (size_t dst : {0, 3, 8, 15}) {
-                    launch_.segs = {seg(src, dst, length)};
+            for (size_t src : {0, 1, 13}) {
+                for (size_t dst : {0, 3}) {
+                    segs_ = {copy(src, dst, length)};
                     run_and_check(grid, "src +" + std::to_string(src) + ", dst +" +
                                         std::to_string(dst) + ", " +
                                         std::to_string(length) + " bytes");
@@ -298,27 +292,26 @@ TEST_F(GatherTest, LargeMisalignedSegmentsAreCopiedExactlyWithTheKernelsGrid)
     }
 }
 
-TEST_F(GatherTest, OneLargeSegmentSpreadsOverEveryWorker)
+TEST_P(GatherTest, OneLargeSegmentSpreadsOverEveryWorker)
 {
     buffers(8 << 20, 8 << 20);
     const unsigned blocks = 32;
-    launch_.segs = {seg(5, 0, 8 << 20)};
-    launch_.mark_sources();
-    launch_.writes.assign(launch_.slot_size, 0);
-    const gather::Layout l = gather::split_segment(0, 0, 8 << 20);
-    /* Every CTA gets a part of the one segment. */
+    segs_ = {copy(5, 0, 8 << 20)};
+    run_and_check({blocks, 512, false}, "8 MiB, src +5");
+    /* Each CTA alone: every one copies a part of the one segment. */
     for (unsigned b = 0; b < blocks; ++b) {
         launch_.vector_stores = 0;
         const gather::Worker w = gather::gather_worker(0, 512, b, blocks, false);
-        gather::gather_thread<CheckedMem>(launch_.segs.data(), 1, slot_base_, w);
+        if (scatter()) {
+            gather::gather_thread<true, CheckedMem>(segs_.data(), 1, slot_base_, w);
+        } else {
+            gather::gather_thread<false, CheckedMem>(segs_.data(), 1, slot_base_, w);
+        }
         EXPECT_GT(launch_.vector_stores, 0u) << "CTA " << b;
     }
-    EXPECT_EQ(32u, gather::used_parts(l.vectors, gather::gather_parts(1, blocks),
-                                      512));
-    run_and_check({blocks, 512, false}, "8 MiB, src +5");
 }
 
-TEST_F(GatherTest, ManyMisalignedSegmentsOfOnePieceAreCopiedExactly)
+TEST_P(GatherTest, ManyMisalignedSegmentsOfOnePieceAreCopiedExactly)
 {
     constexpr size_t kSlot = 1 << 20;
     buffers(4 * kSlot, kSlot);
@@ -326,27 +319,40 @@ TEST_F(GatherTest, ManyMisalignedSegmentsOfOnePieceAreCopiedExactly)
     const Grid grids[] = {{2, 512, true}, {1, 64, true}, {8, 128, false},
                           {32, 512, false}};
     for (unsigned round = 0; round < 24; ++round) {
-        /* Segments packed one after the other in the slot, as pieces are,
-         * from anywhere in the source; some empty, some large. */
-        launch_.segs.clear();
+        /* Segments packed one after the other in the slot (as pieces are),
+         * each to or from anywhere outside it (gather: sources may overlap;
+         * scatter: destinations one after the other with gaps); some
+         * empty, some large. */
+        segs_.clear();
         size_t offset    = rng() % 16;
+        size_t outside   = rng() % 16;
         const size_t max = (round % 3 == 0) ? 300 : (round % 3 == 1) ? 5000 : 200000;
-        while (launch_.segs.size() < 4096) {
+        while (segs_.size() < 4096) {
             const size_t length = rng() % (max + 1);
-            if (offset + length > kSlot) {
+            if ((offset + length > kSlot) || (outside + length > 4 * kSlot)) {
                 break;
             }
-            launch_.segs.push_back(seg(rng() % (3 * kSlot), offset, length));
+            if (scatter()) {
+                segs_.push_back(seg(outside, offset, length));
+                outside += length + rng() % 40;
+            } else {
+                segs_.push_back(seg(rng() % (3 * kSlot), offset, length));
+            }
             offset += length + ((round & 4) ? rng() % 3 : 0);
         }
         const Grid &grid = grids[round % 4];
         run_and_check(grid, "round " + std::to_string(round) + ", " +
-                            std::to_string(launch_.segs.size()) + " segments");
+                            std::to_string(segs_.size()) + " segments");
         if (HasFatalFailure()) {
             return;
         }
     }
 }
+
+INSTANTIATE_TEST_SUITE_P(Direction, GatherTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool> &info) {
+                             return info.param ? "Scatter" : "Gather";
+                         });
 
 } // namespace
 } // namespace pxn_test

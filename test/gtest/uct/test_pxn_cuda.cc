@@ -373,8 +373,8 @@ TEST_F(PxnCuda, GetCopiesTheSlotIntoAGpuBuffer)
 TEST_F(PxnCuda, GetOfManyRingRoundsCopiesEverySlotOutBeforeItsReuse)
 {
     /* 16 slots' worth through a ring of 4: the copies out of the slots run
-     * asynchronously, and a slot refilled before its copy ended would show
-     * up as wrong bytes. */
+     * asynchronously (copy engine or scatter kernel), and a slot refilled
+     * before its copy ended would show up as wrong bytes. */
     PeerProcess *relay, *target, *sender;
     ASSERT_TRUE(trio(&relay, &target, &sender,
                      {"UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y"}));
@@ -386,8 +386,13 @@ TEST_F(PxnCuda, GetOfManyRingRoundsCopiesEverySlotOutBeforeItsReuse)
     ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
     EXPECT_EQ("Success", move(sender, "get zcopy", t, size, 300001));
     EXPECT_EQ("ok", sender->call("check 41 0 " + std::to_string(size)));
-    expect_healthy(relay, size);
-    EXPECT_GE(counters(0, relay).relay.pieces, 16u);
+    /* again in 4099-byte replies at odd offsets (hundreds per piece, the
+     * scatter kernel's shifted path), over another pattern */
+    EXPECT_EQ("ok", sender->call("fill 43"));
+    EXPECT_EQ("Success", move(sender, "get zcopy", t, size - 3, 4099, 3));
+    EXPECT_EQ("ok", sender->call("check 41 3 " + std::to_string(size - 3)));
+    expect_healthy(relay, 2 * size - 3);
+    EXPECT_GE(counters(0, relay).relay.pieces, 32u);
 }
 
 } // namespace
