@@ -101,6 +101,10 @@ struct Figure {
 /* mode -> op -> copy policy -> best figure */
 using Results = std::map<std::string, std::map<std::string, std::map<std::string, Figure>>>;
 
+/* Bytes the initiators moved (warm-ups included): the relay of node 0
+ * rail 1 should have carried them all. */
+uint64_t g_moved = 0;
+
 /* One initiator and target pair under UCX_PXN_COPY=copy; false if either
  * failed (its log is printed). */
 bool run_policy(const Options &o, const std::string &copy, int port, Results *results)
@@ -135,7 +139,8 @@ bool run_policy(const Options &o, const std::string &copy, int port, Results *re
     in_argv.insert(in_argv.end(), common.begin(), common.end());
 
     std::vector<std::string> in_env = env_of(o, 0, 0);
-    in_env.push_back("UCX_PXN_COPY=" + copy);
+    /* UCP's protocol choices go to the initiator's log */
+    in_env.insert(in_env.end(), {"UCX_PXN_COPY=" + copy, "UCX_PROTO_INFO=y"});
     BackgroundProcess target, initiator;
     std::string error;
     const std::string log = o.logs + "/" + copy;
@@ -158,6 +163,7 @@ bool run_policy(const Options &o, const std::string &copy, int port, Results *re
         if ((sscanf(line.c_str(), "result mode=%31s op=%7s rep=%u blocks=%zu "
                     "bytes=%lu seconds=%lf verified=%15s", mode, op, &rep, &blocks,
                     &bytes, &seconds, verified) == 7) && (seconds > 0)) {
+            g_moved += bytes;
             Figure &f = (*results)[mode][op][copy];
             const double gbps = bytes / seconds / 1e9;
             if (gbps > f.gbps) {
@@ -167,6 +173,9 @@ bool run_policy(const Options &o, const std::string &copy, int port, Results *re
             f.ok = (rep == 0) ? (strcmp(verified, "ok") == 0) :
                    (f.ok && (strcmp(verified, "ok") == 0));
         }
+    }
+    if (status == 0) {
+        g_moved += 2 * o.peer.region; /* the warm-up's put and get */
     }
     if ((status != 0) || (tstatus != 0)) {
         fprintf(stderr, "ucx_pxn_ucp_bench: %s: initiator exit %d, target exit %d\n"
@@ -259,6 +268,7 @@ int launch(Options &o)
         ok = run_policy(o, o.copies[i], o.peer.port + int(i), &results) && ok;
     }
     print(o, results);
+    printf("initiators moved %lu bytes (warm-ups included)\n", g_moved);
     for (BackgroundProcess &r : relays) {
         r.kill(SIGTERM);
         r.wait(10000);
