@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -88,6 +89,30 @@ std::vector<Block> scattered(uint64_t block, uint64_t slot_size)
     std::vector<Block> blocks;
     for (uint64_t i = 0; i < slot_size / block; ++i) {
         blocks.push_back({2 * i * block, block});
+    }
+    return blocks;
+}
+
+std::vector<Block> shifted(uint64_t length, uint64_t shift, uint64_t slot_size)
+{
+    std::vector<Block> blocks;
+    for (uint64_t done = 0, i = 0; done < slot_size; ++i) {
+        const uint64_t len = std::min(length, slot_size - done);
+        blocks.push_back({(2 * i * length) % slot_size + shift, len});
+        done += len;
+    }
+    return blocks;
+}
+
+std::vector<Block> random_blocks(uint64_t seed, uint64_t slot_size)
+{
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<uint64_t> size(4096, 1 << 20);
+    std::vector<Block> blocks;
+    for (uint64_t done = 0; done < slot_size;) {
+        const uint64_t len = std::min(size(rng), slot_size - done);
+        blocks.push_back({rng() % (2 * slot_size - len + 1), len});
+        done += len;
     }
     return blocks;
 }

@@ -57,6 +57,14 @@ struct Block {
 
 /* Every other block of the source buffer, one slot's worth. */
 std::vector<Block> scattered(uint64_t block, uint64_t slot_size);
+/* One slot's worth of `length`-byte blocks (the last one cut) from source
+ * offsets 2 * i * length + shift: with `shift` % 16 != 0 every source is
+ * misaligned against its destination; a `length` that is not a multiple of
+ * 16 misaligns the destinations too. */
+std::vector<Block> shifted(uint64_t length, uint64_t shift, uint64_t slot_size);
+/* One slot's worth of blocks of uniform random size in [4 KiB, 1 MiB] from
+ * random source offsets (seeded): most start and end unaligned. */
+std::vector<Block> random_blocks(uint64_t seed, uint64_t slot_size);
 
 uint64_t now_ns();
 double   seconds_since(uint64_t start_ns);
@@ -97,6 +105,8 @@ public:
 
     const pxn::uct::CudaDriver *cu() const { return cu_; }
     int                         sms() const { return sms_; }
+    pxn::uct::CudaStager       &stager() const { return *stager_; }
+    uint64_t                    source_size() const { return 2 * opt_.slot_size; }
 
 private:
     void wait_completed(uint64_t seq);

@@ -9,6 +9,16 @@
  *   scatter   pieces gathered from blocks of 4 KiB..256 KiB (every other
  *             block of a buffer) by the automatic policy (SM gather kernel)
  *             and by the copy engine alone, against contiguous pieces;
+ *   shapes    pieces of the shapes real traffic makes (random 4 KiB-1 MiB
+ *             blocks from random offsets, fixed sizes with sources and
+ *             destinations misaligned, one contiguous block) staged with
+ *             UCX_PXN_COPY=auto, ce and sm side by side: auto against the
+ *             better of the two, and how many pieces auto gave the kernel;
+ *   copyout   GET replies out of the slots into GPU memory, a slot's worth
+ *             of replies of each size per piece: the stager's copies (by
+ *             copy engine or scatter kernel, a ring of slots in flight,
+ *             each slot back when its event is done) against one copy per
+ *             reply, waited for per piece (cuMemcpyAsync, cuStreamSynchronize);
  *   latency   doorbell-to-pickup latency p50/p99 of single small pieces,
  *             GPU doorbell (cuStreamWriteValue64) against CPU doorbell
  *             (event query, then a store from the CPU);
@@ -18,7 +28,12 @@
  *   ucx_pxn_stage_bench [--slot-size 8M] [--slots 18] [--seconds 1]
  *       [--blocks 4K,16K,64K,256K] [--samples 2000] [--latency-sizes 4K,1M]
  *       [--gather-ctas 32,128] [--matmul-n 4096] [--sender-gpu 0] [--relay-gpu 0]
- *       [--phases hop,scatter,latency,compute]
+ *       [--shapes random,4K,4K+3,4101+3,64K,64K+3,1M,1M+3,8M,8M+3] [--seed 1]
+ *       [--copyout-sizes 4K,64K,1M,8M]
+ *       [--phases hop,scatter,shapes,copyout,latency,compute]
+ *
+ * A shape "L+S" is one slot of L-byte blocks whose sources lie S bytes past
+ * 16-byte alignment (their destinations follow each other in the slot).
  *
  * The processes and the lane: stage_rig.h. Each mode's last piece is read
  * back and compared byte by byte.
@@ -58,7 +73,12 @@ struct Options {
     std::vector<uint64_t> latency_sizes = {4096, 1u << 20};
     std::vector<uint64_t> ctas      = {32, 128}; /* gather grid bounds */
     unsigned              matmul_n  = 4096;
-    std::vector<std::string> phases = {"hop", "scatter", "latency", "compute"};
+    std::vector<std::string> shapes = {"random", "4K", "4K+3", "4101+3", "64K",
+                                       "64K+3", "1M", "1M+3", "8M", "8M+3"};
+    uint64_t              seed      = 1;
+    std::vector<uint64_t> copyout_sizes = {4096, 65536, 1u << 20, 8u << 20};
+    std::vector<std::string> phases = {"hop", "scatter", "shapes", "copyout",
+                                       "latency", "compute"};
 
     bool phase(const char *name) const
     {
@@ -117,7 +137,7 @@ void run_compute(Rig &rig, const Options &opt)
     printf("  matmul %ux%u FP32 alone: %.2f ms per multiply (%.1f TFLOP/s), "
            "%u multiplies\n", n, n, alone, tflops, count);
     printf("  gather kernel: CTAs of %u threads; the GPU has %d SMs\n",
-           CudaStager::kGatherThreads, rig.sms());
+           pxn::uct::kGatherThreads, rig.sms());
     printf("  %-34s %12s %10s %14s\n", "staging during the multiplies",
            "ms/multiply", "slowdown", "staging GB/s");
 
@@ -201,6 +221,143 @@ void run_scatter(Rig &bench, const Options &opt)
     }
 }
 
+/* The blocks of shape `name` ("random", "L" or "L+S"); empty if unknown. */
+std::vector<Block> shape_blocks(const std::string &name, const Options &opt)
+{
+    if (name == "random") {
+        return pxn_tools::random_blocks(opt.seed, opt.rig.slot_size);
+    }
+    const size_t plus = name.find('+');
+    uint64_t length   = 0, shift = 0;
+    if (!parse_size(name.substr(0, plus), &length) || (length > opt.rig.slot_size) ||
+        ((plus != std::string::npos) &&
+         (!parse_size(name.substr(plus + 1), &shift) || (shift >= 16)))) {
+        return {};
+    }
+    return pxn_tools::shifted(length, shift, opt.rig.slot_size);
+}
+
+void run_shapes(Rig &bench, const Options &opt)
+{
+    printf("\n== piece shapes, UCX_PXN_COPY=auto|ce|sm (%s pieces, %u CTAs) ==\n",
+           human(opt.rig.slot_size).c_str(), unsigned(opt.ctas.front()));
+    printf("  %-8s %6s %10s %8s %10s %10s %10s %10s\n", "shape", "segs",
+           "auto GB/s", "kernel", "ce GB/s", "sm GB/s", "auto/best", "host us/pc");
+    for (const std::string &name : opt.shapes) {
+        const std::vector<Block> blocks = shape_blocks(name, opt);
+        double gbps[3];
+        double kernel_share = 0, host_us = 0;
+        const CopyChoice choices[3] = {CopyChoice::kAuto, CopyChoice::kCe,
+                                       CopyChoice::kSm};
+        for (int i = 0; i < 3; ++i) {
+            bench.open(choices[i], true, unsigned(opt.ctas.front()));
+            const Rig::Rate r = bench.stream(blocks);
+            gbps[i] = r.gbps;
+            if (i == 0) {
+                const double sm = double(bench.stager().gather_pieces());
+                kernel_share    = sm / (sm + bench.stager().ce_pieces());
+                host_us         = r.host_us;
+            }
+        }
+        printf("  %-8s %6zu %10.1f %7.0f%% %10.1f %10.1f %10.2f %10.1f\n",
+               name.c_str(), blocks.size(), gbps[0], kernel_share * 100, gbps[1],
+               gbps[2], gbps[0] / std::max(gbps[1], gbps[2]), host_us);
+    }
+}
+
+/* GET replies: each piece is one slot's worth of replies of `size` bytes,
+ * copied out to every other block of a GPU buffer (one per slot), the
+ * stager's way (copy_out per reply, end_out; a ring of slots in flight,
+ * each back once its event is done) and the way it was done before, one
+ * copy per reply, but waited for before the slot goes back (a plain
+ * cuMemcpy does not wait for a device-to-device copy). The last round is
+ * compared with the slots. */
+void run_copyout(Rig &bench, const Options &opt)
+{
+    const pxn::uct::CudaDriver *cu = bench.cu();
+    const uint32_t slots           = opt.rig.slots;
+    const uint64_t slot_size       = opt.rig.slot_size;
+    printf("\n== GET replies out of %u slots into GPU memory ==\n", slots);
+    printf("  %-7s %8s %11s %9s %7s %11s %9s %7s\n", "reply", "per pc",
+           "async GB/s", "kop/s", "kernel", "waited GB/s", "kop/s", "ratio");
+    bench.open(CopyChoice::kAuto, true);
+    pxn::uct::CudaStager &st = bench.stager();
+    CUstream stream;
+    CUdeviceptr dest;
+    RIG_CHECK_CU(cu, cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    RIG_CHECK_CU(cu, cu->cuMemAlloc(&dest, uint64_t(slots) * 2 * slot_size));
+    for (uint64_t size : opt.copyout_sizes) {
+        const uint64_t replies = slot_size / size;
+        /* reply j of a piece in slot s: slot offset j * size, destination
+         * block 2 * j of the buffer of slot s */
+        const auto dst = [&](uint32_t slot, uint64_t j) {
+            return dest + uint64_t(slot) * 2 * slot_size + 2 * j * size;
+        };
+        const auto in_slot = [&](uint32_t slot, uint64_t j) {
+            return reinterpret_cast<CUdeviceptr>(st.slot(slot)) + j * size;
+        };
+        uint64_t pieces = 0;
+        uint64_t start  = pxn_tools::now_ns();
+        while ((pieces < 2ull * slots) ||
+               (pxn_tools::seconds_since(start) < opt.rig.seconds)) {
+            const uint32_t slot = uint32_t(pieces % slots);
+            for (uint64_t j = 0; j < replies; ++j) {
+                RIG_CHECK_CU(cu, cu->cuMemcpyAsync(dst(slot, j), in_slot(slot, j),
+                                                   size, stream));
+            }
+            RIG_CHECK_CU(cu, cu->cuStreamSynchronize(stream));
+            ++pieces;
+        }
+        const double waited = pxn_tools::seconds_since(start);
+        const uint64_t kernel_before = st.scatter_pieces();
+        start = pxn_tools::now_ns();
+        for (uint64_t i = 0; i < pieces + slots; ++i) {
+            const uint32_t slot = uint32_t(i % slots);
+            if (i >= slots) { /* the slot comes back once its copies are done */
+                ucs_status_t status;
+                while ((status = st.out_status(slot)) == UCS_INPROGRESS) {
+                }
+                if (status != UCS_OK) {
+                    pxn_tools::die("a copy out failed");
+                }
+            }
+            if (i >= pieces) {
+                continue;
+            }
+            for (uint64_t j = 0; j < replies; ++j) {
+                if (st.copy_out(slot, j * size, reinterpret_cast<void*>(dst(slot, j)),
+                                size) != UCS_OK) {
+                    pxn_tools::die("copy_out failed");
+                }
+            }
+            if (st.end_out(slot) != UCS_OK) {
+                pxn_tools::die("end_out failed");
+            }
+        }
+        const double async = pxn_tools::seconds_since(start);
+        const double kernel = double(st.scatter_pieces() - kernel_before) / pieces;
+        std::vector<uint8_t> a(size), b(size);
+        for (uint32_t slot = 0; slot < slots; ++slot) {
+            for (uint64_t j = 0; j < replies; j += std::max<uint64_t>(1, replies / 7)) {
+                RIG_CHECK_CU(cu, cu->cuMemcpy(reinterpret_cast<CUdeviceptr>(a.data()),
+                                              dst(slot, j), size));
+                RIG_CHECK_CU(cu, cu->cuMemcpy(reinterpret_cast<CUdeviceptr>(b.data()),
+                                              in_slot(slot, j), size));
+                if (a != b) {
+                    pxn_tools::die("a GET reply differs from its slot");
+                }
+            }
+        }
+        const double bytes = double(pieces) * replies * size;
+        printf("  %-7s %8lu %11.1f %9.1f %6.0f%% %11.1f %9.1f %7.2f\n",
+               human(size).c_str(), replies, bytes / async / 1e9,
+               pieces * replies / async / 1e3, kernel * 100, bytes / waited / 1e9,
+               pieces * replies / waited / 1e3, waited / async);
+    }
+    cu->cuMemFree(dest);
+    cu->cuStreamDestroy(stream);
+}
+
 void run_latency(Rig &bench, const Options &opt)
 {
     printf("\n== doorbell-to-pickup latency, single pieces (%u samples) ==\n",
@@ -231,6 +388,12 @@ void run(RigShared *sh, const Options &opt)
     }
     if (opt.phase("scatter")) {
         run_scatter(bench, opt);
+    }
+    if (opt.phase("shapes")) {
+        run_shapes(bench, opt);
+    }
+    if (opt.phase("copyout")) {
+        run_copyout(bench, opt);
     }
     if (opt.phase("latency")) {
         run_latency(bench, opt);
@@ -266,6 +429,15 @@ bool parse(int argc, char **argv, Options &opt)
             opt.rig.relay_gpu = atoi(v);
         } else if (a == "--matmul-n" && atoi(v) > 0 && atoi(v) % kMatmulTile == 0) {
             opt.matmul_n = atoi(v);
+        } else if (a == "--shapes") {
+            opt.shapes.clear();
+            for (char *p = strtok(const_cast<char*>(v), ","); p != nullptr;
+                 p = strtok(nullptr, ",")) {
+                opt.shapes.push_back(p);
+            }
+        } else if (a == "--seed") {
+            opt.seed = strtoull(v, nullptr, 0);
+        } else if (a == "--copyout-sizes" && parse_sizes(v, &opt.copyout_sizes)) {
         } else if (a == "--phases") {
             opt.phases.clear();
             for (char *p = strtok(const_cast<char*>(v), ","); p != nullptr;
@@ -285,6 +457,19 @@ bool parse(int argc, char **argv, Options &opt)
     for (uint64_t ctas : opt.ctas) {
         if (ctas > pxn::kMaxGatherCtas) {
             fprintf(stderr, "--gather-ctas: at most %u\n", pxn::kMaxGatherCtas);
+            return false;
+        }
+    }
+    for (const std::string &name : opt.shapes) {
+        if (shape_blocks(name, opt).empty()) {
+            fprintf(stderr, "--shapes: %s is not random, L or L+S (S < 16)\n",
+                    name.c_str());
+            return false;
+        }
+    }
+    for (uint64_t length : opt.copyout_sizes) {
+        if (length > opt.rig.slot_size) {
+            fprintf(stderr, "copy-out size %lu exceeds the slot size\n", length);
             return false;
         }
     }
@@ -309,7 +494,8 @@ int main(int argc, char **argv)
                 "[--seconds 1] [--blocks 4K,16K,64K,256K] [--samples 2000] "
                 "[--latency-sizes 4K,1M] [--gather-ctas 32,128] "
                 "[--matmul-n 4096 (multiple of 32)] [--sender-gpu N] [--relay-gpu N] "
-                "[--phases hop,scatter,latency,compute]\n");
+                "[--shapes random,4K,4K+3,...] [--seed N] [--copyout-sizes 4K,...] "
+                "[--phases hop,scatter,shapes,copyout,latency,compute]\n");
         return 2;
     }
     void *area = mmap(nullptr, sizeof(RigShared), PROT_READ | PROT_WRITE,

@@ -2,30 +2,54 @@
 # Packs what the GPU machine needs into gpu-carry/ (git-ignored): the UCX
 # install's libraries, modules and tools, the pxn module, the test and
 # benchmark binaries, and the few system libraries that machine may lack.
-# Everything is built here (x86-64); docs/gpu.md says how it is run there.
+# Everything is built here (x86-64), from this tree (a fresh clone builds
+# its dependencies first: contrib/build.sh); docs/gpu.md says how it is run
+# there. The layout mirrors a build tree, so that the programs find each
+# other through PXN_BUILD_DIR=gpu-carry/build:
+#   gpu-carry/ucx/{bin,lib,lib/ucx}   UCX with the pxn module and tools
+#   gpu-carry/build/.libs             libuct_pxn.so.0.0.0 (run.sh installs it)
+#   gpu-carry/build/bench             ucx_pxn_bench, ucx_pxn_stage_bench,
+#                                     ucx_pxn_ucp_bench
+#   gpu-carry/build/test/apps         ucx_pxn_peer and the tests' helpers
+#   gpu-carry/build/test/gtest        uct_gtest
+#   gpu-carry/extra                   libnuma, libcudart
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${PXN_BUILD_DIR:-$top/build}
-ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
+jobs=${PXN_JOBS:-$(nproc)}
 out=$top/gpu-carry
 
-bash "$top/contrib/build.sh"
-make -C "$build" -j"$(nproc)" check_PROGRAMS="test/gtest/uct_gtest" \
-    test/gtest/uct_gtest >/dev/null
-[ -x "$build/src/tools/ucx_pxn_stage_bench" ] ||
-    { echo "pack.sh: no ucx_pxn_stage_bench: configure found no CUDA" >&2; exit 1; }
+PXN_BUILD_DIR=$build bash "$top/contrib/build.sh"
+ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
+# The check programs (uct_gtest and the helpers it starts), none run here.
+make -C "$build" -j"$jobs" check TESTS= >/dev/null
+[ -x "$build/bench/ucx_pxn_stage_bench" ] ||
+    { echo "pack.sh: no bench/ucx_pxn_stage_bench: configure found no CUDA" >&2; exit 1; }
 
 rm -rf "$out"
 mkdir -p "$out/ucx/lib/ucx" "$out/ucx/bin" "$out/build/.libs" \
-         "$out/build/src/tools" "$out/build/test/gtest" "$out/extra"
+         "$out/build/bench" "$out/build/test/apps" "$out/build/test/gtest" \
+         "$out/extra"
 for lib in ucs uct ucp ucm ucs_signal; do
     cp -L "$ucx/lib/lib$lib.so.0" "$out/ucx/lib/"
 done
 cp -L "$ucx"/lib/ucx/*.so.0 "$out/ucx/lib/ucx/"
-cp "$ucx"/bin/{ucx_info,ucx_perftest,ucx_pxn_relay,ucx_pxn_info} "$out/ucx/bin/"
+for program in ucx_info ucx_perftest ucx_pxn_relay ucx_pxn_info; do
+    # a copy made by contrib/ucx_copy.sh wraps UCX's own programs in scripts
+    if [ -x "$ucx/bin/$program.real" ]; then
+        cp "$ucx/bin/$program.real" "$out/ucx/bin/$program"
+    else
+        cp "$ucx/bin/$program" "$out/ucx/bin/"
+    fi
+done
 cp -L "$build/.libs/libuct_pxn.so.0.0.0" "$out/build/.libs/"
-cp "$build"/src/tools/{ucx_pxn_peer,ucx_pxn_bench,ucx_pxn_stage_bench} "$out/build/src/tools/"
+cp "$build"/bench/{ucx_pxn_bench,ucx_pxn_stage_bench,ucx_pxn_ucp_bench} \
+   "$out/build/bench/"
+for app in ucx_pxn_peer ucx_pxn_soak pxn_hostile_sender multi_iface ucp_idle \
+           stock_ucx_probe ucp_rma_check; do
+    cp "$build/test/apps/$app" "$out/build/test/apps/"
+done
 cp "$build/test/gtest/uct_gtest" "$out/build/test/gtest/"
 for lib in libnuma.so.1; do
     cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" "$out/extra/"

@@ -4,7 +4,9 @@
 # through pxn, and the GPU benchmark. Results go to $OUT (or ./gpu-out).
 #   bash contrib/gpu/run.sh [tests|perftest|bench|stage|all]   (or tune, or
 #   cross: the staging hop between two GPUs and several senders into one
-#   relay; senders: only the latter)
+#   relay; senders: only the latter; staging: the GPU tests, then the
+#   staging hop's piece shapes and GET copy-out, then UCP puts and gets of
+#   GPU memory per copy policy, in about two minutes)
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -84,7 +86,7 @@ PY
     for env in "UCX_PXN_INFLIGHT_DEPTH=4" "UCX_PXN_INFLIGHT_DEPTH=16" \
                "UCX_PXN_GPU_DOORBELL=n" "UCX_PXN_SLOTS=64"; do
         section "pxn with $env"
-        timeout 60 "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 1G \
+        timeout 60 "$c/build/bench/ucx_pxn_bench" --gpu --reps 3 --total 1G \
             --sizes 1M,8M,64M --env "$env" 2>&1 | tee "$out/tune-${env//=/-}.txt" |
             grep -E '^ +[0-9]+[KM] |relay:'
     done
@@ -94,16 +96,16 @@ if [ "$what" = all ] || [ "$what" = stage ]; then
     section "GPU topology"
     nvidia-smi topo -m 2>&1 | tee "$out/topology.txt"
     section "GPU staging hop alone: lane vs raw copies, scatter, doorbells, compute"
-    timeout 300 "$c/build/src/tools/ucx_pxn_stage_bench" 2>&1 | tee "$out/stage-bench.txt"
+    timeout 300 "$c/build/bench/ucx_pxn_stage_bench" 2>&1 | tee "$out/stage-bench.txt"
     if [ "$(nvidia-smi -L | wc -l)" -gt 1 ]; then
         section "across GPUs: sender on GPU 0, relay's arena on GPU 1 (NVLink)"
-        timeout 300 "$c/build/src/tools/ucx_pxn_stage_bench" --sender-gpu 0 \
+        timeout 300 "$c/build/bench/ucx_pxn_stage_bench" --sender-gpu 0 \
             --relay-gpu 1 --phases hop,scatter,latency 2>&1 |
             tee "$out/stage-bench-gpu0-gpu1.txt"
     fi
     section "staging hop with larger slots"
     for slot in 16M 32M; do
-        timeout 60 "$c/build/src/tools/ucx_pxn_stage_bench" --slot-size $slot \
+        timeout 60 "$c/build/bench/ucx_pxn_stage_bench" --slot-size $slot \
             --phases hop 2>&1 | tee "$out/stage-bench-hop-$slot.txt" | grep -E '^ '
     done
 fi
@@ -113,13 +115,13 @@ if [ "$what" = cross ]; then
     section "GPU topology"
     nvidia-smi topo -m 2>&1 | tee "$out/topology.txt"
     section "across GPUs: sender on GPU 0, relay's arena on GPU 1"
-    timeout 300 "$c/build/src/tools/ucx_pxn_stage_bench" --sender-gpu 0 \
+    timeout 300 "$c/build/bench/ucx_pxn_stage_bench" --sender-gpu 0 \
         --relay-gpu 1 --phases hop,scatter,latency 2>&1 |
         tee "$out/stage-bench-gpu0-gpu1.txt"
     section "the other way, and larger slots: hop only"
-    timeout 60 "$c/build/src/tools/ucx_pxn_stage_bench" --sender-gpu 1 \
+    timeout 60 "$c/build/bench/ucx_pxn_stage_bench" --sender-gpu 1 \
         --relay-gpu 0 --phases hop 2>&1 | tee "$out/stage-bench-gpu1-gpu0.txt"
-    timeout 60 "$c/build/src/tools/ucx_pxn_stage_bench" --sender-gpu 0 \
+    timeout 60 "$c/build/bench/ucx_pxn_stage_bench" --sender-gpu 0 \
         --relay-gpu 1 --slot-size 32M --phases hop 2>&1 |
         tee "$out/stage-bench-gpu0-gpu1-32M.txt"
 fi
@@ -127,17 +129,38 @@ fi
 if [ "$what" = cross ] || [ "$what" = senders ]; then
     section "several senders into one relay: UCT puts of GPU memory through pxn"
     timeout 400 python3 "$top/contrib/gpu/multi_sender.py" \
-        --peer "$c/build/src/tools/ucx_pxn_peer" 2>&1 | tee "$out/multi-sender.txt"
+        --peer "$c/build/test/apps/ucx_pxn_peer" 2>&1 | tee "$out/multi-sender.txt"
+fi
+
+if [ "$what" = staging ]; then
+    section "machine"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv |
+        tee "$out/staging-machine.txt"
+    section "GPU tests (PxnCuda)"
+    timeout 120 "$c/build/test/gtest/uct_gtest" --gtest_filter='PxnCuda.*' 2>&1 |
+        tee "$out/staging-gpu-tests.log" | grep -vE '^\[ *(RUN|OK) '
+    section "staging hop alone: piece shapes per copy policy, GET copy-out, hop"
+    timeout 150 "$c/build/bench/ucx_pxn_stage_bench" --seconds 0.5 \
+        --phases shapes,copyout,hop 2>&1 | tee "$out/staging-stage-bench.txt"
+    if [ "$(nvidia-smi -L | wc -l)" -gt 1 ]; then
+        section "piece shapes across GPUs: sender on GPU 0, relay's arena on GPU 1"
+        timeout 100 "$c/build/bench/ucx_pxn_stage_bench" --seconds 0.5 \
+            --sender-gpu 0 --relay-gpu 1 --phases shapes,copyout 2>&1 |
+            tee "$out/staging-stage-bench-gpu0-gpu1.txt"
+    fi
+    section "UCP puts and gets of 256 MiB of GPU memory through pxn, per copy policy"
+    timeout 240 "$c/build/bench/ucx_pxn_ucp_bench" --gpu --reps 2 --deadline 100 \
+        --logs "$out/staging-ucp-bench-logs" 2>&1 | tee "$out/staging-ucp-bench.txt"
 fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then
     section "UCT put bandwidth, GPU memory: pxn (cuda_ipc relay) vs direct cuda_ipc"
-    timeout 150 "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 1G \
+    timeout 150 "$c/build/bench/ucx_pxn_bench" --gpu --reps 3 --total 1G \
         --sizes 4K,16K,64K,256K,1M,8M,64M 2>&1 | tee "$out/bench-gpu.txt"
     section "same, CPU doorbell"
-    timeout 60 "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 256M \
+    timeout 60 "$c/build/bench/ucx_pxn_bench" --gpu --reps 3 --total 256M \
         --sizes 4K,64K,8M --env UCX_PXN_GPU_DOORBELL=n 2>&1 | tee "$out/bench-gpu-cpudb.txt"
     section "same, copy engine only"
-    timeout 60 "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 256M \
+    timeout 60 "$c/build/bench/ucx_pxn_bench" --gpu --reps 3 --total 256M \
         --sizes 4K,64K,8M --env UCX_PXN_COPY=ce 2>&1 | tee "$out/bench-gpu-ce.txt"
 fi

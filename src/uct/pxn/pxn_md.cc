@@ -107,8 +107,10 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
 
     {"COPY", "auto",
      "How senders copy into a GPU arena: 'ce' (copy engine, one copy per\n"
-     "segment), 'sm' (one gather kernel per piece), or 'auto' (the kernel for\n"
-     "pieces of many or small GPU segments, the copy engine otherwise).",
+     "segment), 'sm' (one gather kernel per piece for its GPU segments), or\n"
+     "'auto' (per piece, whichever a cost model of segment count, sizes,\n"
+     "alignment and same or peer GPU finds cheaper). Host sources always go\n"
+     "by copy engine.",
      ucs_offsetof(uct_pxn_md_config_t, copy),
      UCS_CONFIG_TYPE_ENUM(uct_pxn_copy_names)},
 

@@ -82,6 +82,7 @@ ucs_status_t SendLane::start(bool renewed)
                   "(lane epoch %lx)", claim.index, relay().identity.pid,
                   claim.initial_seq, claim.lane_epoch);
         published_ = claim.initial_seq;
+        read_      = claim.initial_seq;
         return window_.reestablish(claim.lane_epoch, claim.initial_seq);
     }
     ucs_status_t status = window_.reset(geometry_.slots, claim.lane_epoch,
@@ -93,6 +94,7 @@ ucs_status_t SendLane::start(bool renewed)
         return status;
     }
     published_ = claim.initial_seq;
+    read_      = claim.initial_seq;
     records_.resize(geometry_.slots);
     stager_->ready();
     counted_ = true;
@@ -347,41 +349,67 @@ void SendLane::finish_request(SendRequest *req)
     free_request(req);
 }
 
+/* Completions are read ahead of returning slots: a GET piece's copies out
+ * run while later completions are read, and its slot goes back (its
+ * requests complete) only when they are done. */
 unsigned SendLane::reap()
 {
     unsigned work          = 0;
     const LaneBlock &block = control_.block();
-    while (window_.reaped() < published_) {
-        const uint64_t seq  = window_.reaped() + 1;
+    while (read_ < published_) {
+        const uint64_t seq  = read_ + 1;
         const uint32_t slot = slot_of(seq, geometry_.slots);
-        ucs_status_t status;
-        if (!read_completion(&block.completion(slot), seq, &status)) {
+        SlotRecord &record  = records_[slot];
+        if (!read_completion(&block.completion(slot), seq, &record.status)) {
             break;
         }
-        SlotRecord &record = records_[slot];
-        if ((record.op == abi::kOpGet) && (status == UCS_OK)) {
-            uint64_t offset = 0;
-            for (const auto &dest : record.get_dest) {
-                const ucs_status_t copied =
-                        (dest.unpack != nullptr) ?
-                        stager_->unpack(slot, offset, dest.unpack, dest.arg,
-                                        dest.length) :
-                        stager_->copy_out(slot, offset,
-                                          reinterpret_cast<void*>(dest.addr),
-                                          dest.length);
-                status  = (copied != UCS_OK) ? copied : status;
-                offset += dest.length;
+        if ((record.op == abi::kOpGet) && (record.status == UCS_OK)) {
+            record.status = copy_out(slot, record);
+        }
+        read_ = seq;
+        ++work;
+    }
+    while (window_.reaped() < read_) {
+        const uint64_t seq  = window_.reaped() + 1;
+        const uint32_t slot = slot_of(seq, geometry_.slots);
+        SlotRecord &record  = records_[slot];
+        if (record.op == abi::kOpGet) {
+            const ucs_status_t out = stager_->out_status(slot);
+            if (out == UCS_INPROGRESS) {
+                break;
             }
+            record.status = (record.status == UCS_OK) ? out : record.status;
         }
         window_.reap(seq);
         abi::store_release(block.producer().reaped, seq);
         abi::store_relaxed(counters_->last_completion_ns, monotonic_ns());
         for (SendRequest *req : record.requests) {
-            request_piece_done(req, status);
+            request_piece_done(req, record.status);
         }
         ++work;
     }
     return work;
+}
+
+ucs_status_t SendLane::copy_out(uint32_t slot, const SlotRecord &record)
+{
+    ucs_status_t status = UCS_OK;
+    uint64_t offset     = 0;
+    for (const auto &dest : record.get_dest) {
+        const ucs_status_t copied =
+                (dest.unpack != nullptr) ?
+                stager_->unpack(slot, offset, dest.unpack, dest.arg, dest.length) :
+                stager_->copy_out(slot, offset, reinterpret_cast<void*>(dest.addr),
+                                  dest.length);
+        status  = (copied != UCS_OK) ? copied : status;
+        offset += dest.length;
+    }
+    const ucs_status_t ended = stager_->end_out(slot);
+    if (ended != UCS_OK) {
+        stager_->wait_out(); /* the slot must not go back under a copy */
+        status = (status == UCS_OK) ? ended : status;
+    }
+    return status;
 }
 
 /* A staging copy or doorbell could not be enqueued: the piece was never
@@ -405,6 +433,10 @@ void SendLane::fail_all(ucs_status_t status)
     if (records_.empty()) {
         control_.fail(status); /* never became ready */
         return;
+    }
+    /* Copies out of slots not yet returned end before their requests do. */
+    if (read_ > window_.reaped()) {
+        stager_->wait_out();
     }
     /* Published pieces that will never be reaped, then the open one. */
     const uint64_t last = builder_.is_open() ? builder_.seq() : published_;

@@ -7,8 +7,9 @@
  *   (seq - reaped <= K), payload into slot (seq - 1) % K (Stager),
  *   descriptor committed (release), head stored (release), doorbell rung
  *   by the stager once the bytes are there, relay notified -> progress()
- *   reaps completions in seq order into the requests, then returns the
- *   slot (reaped, release).
+ *   reads completions in seq order (a GET piece's copies out of its slot
+ *   start then), and once a slot's copies out are done completes its
+ *   requests and returns the slot (reaped, release), in seq order.
  *
  * Pieces are filled across operations: consecutive operations of the same
  * kind (put/get) to the same route share a piece until it is full; an open
@@ -152,6 +153,7 @@ public:
 private:
     struct SlotRecord {
         abi::Op                   op;
+        ucs_status_t              status; /* its completion's, once read */
         uint64_t                  rkeys; /* bit i: uses rkey entry i */
         std::vector<SendRequest*> requests;
         /* GET: where the slot's bytes go, in slot order */
@@ -183,6 +185,8 @@ private:
     void         publish();
     unsigned     stage();
     unsigned     reap();
+    /* A GET piece's bytes to their destinations (may still run). */
+    ucs_status_t copy_out(uint32_t slot, const SlotRecord &record);
     void         check_health();
     void         quarantine();
     /* Ends a request taken out of the queue unpublished: direct path or
@@ -198,6 +202,7 @@ private:
     std::unique_ptr<Stager>       stager_;
     SendWindow                    window_;
     uint64_t                      published_ = 0;
+    uint64_t                      read_ = 0; /* completions read, <= published_ */
     bool                          failed_ = false; /* data path gave up */
     bool                          counted_ = false; /* in counters->lanes */
 

@@ -13,7 +13,12 @@
 namespace pxn {
 namespace uct {
 
-ucs_status_t Stager::open(const Params &params, std::unique_ptr<Stager> *stager)
+namespace {
+
+Stager::Wrapper g_test_wrapper = nullptr;
+
+ucs_status_t open_for_arena(const Stager::Params &params,
+                            std::unique_ptr<Stager> *stager)
 {
     const PeerInfo &relay = params.mapping->info();
     switch (relay.arena_kind) {
@@ -32,6 +37,22 @@ ucs_status_t Stager::open(const Params &params, std::unique_ptr<Stager> *stager)
                   relay.identity.pid, relay.arena_kind);
         return UCS_ERR_UNSUPPORTED;
     }
+}
+
+} // namespace
+
+ucs_status_t Stager::open(const Params &params, std::unique_ptr<Stager> *stager)
+{
+    const ucs_status_t status = open_for_arena(params, stager);
+    if ((status == UCS_OK) && (g_test_wrapper != nullptr)) {
+        *stager = g_test_wrapper(std::move(*stager));
+    }
+    return status;
+}
+
+void Stager::wrap_for_tests(Wrapper wrap)
+{
+    g_test_wrapper = wrap;
 }
 
 } // namespace uct

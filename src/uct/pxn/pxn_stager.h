@@ -15,7 +15,14 @@
  *                                bytes are in the slot; before commit()
  *                                returns UCS_OK nothing is published, and
  *                                an error leaves the piece unpublished
- *   copy_out()/unpack()          after the sender reaped a GET piece
+ *   copy_out()/unpack()          after the sender read a GET piece's
+ *                                completion, for each destination in
+ *                                slot order, then end_out(slot);
+ *   out_status(slot)             UCS_INPROGRESS while copies out of the
+ *                                slot may still read it: the sender gives
+ *                                the slot back (and completes the piece's
+ *                                requests) only after it answered
+ *                                otherwise. Slots finish in end_out() order.
  * Sources and destinations may be host or GPU memory; a zcopy source stays
  * valid until its piece completes, a pack area only until packed().
  *
@@ -70,15 +77,30 @@ public:
     virtual unsigned progress() { return 0; }
     virtual bool     idle() const { return true; }
 
-    /* GET replies, `length` bytes at `offset` of `slot`. */
+    /* GET replies, `length` bytes at `offset` of `slot`: copy_out() may
+     * only enqueue the copy; unpack() has called `unpack` when it returns. */
     virtual ucs_status_t copy_out(uint32_t slot, uint64_t offset, void *dest,
                                   uint64_t length) = 0;
     virtual ucs_status_t unpack(uint32_t slot, uint64_t offset,
                                 uct_unpack_callback_t unpack, void *arg,
                                 uint64_t length) = 0;
+    /* The last copy out of `slot` for its piece was issued. An error: the
+     * caller waits with wait_out(). */
+    virtual ucs_status_t end_out(uint32_t slot) { return UCS_OK; }
+    /* UCS_INPROGRESS until every copy out of `slot` finished; then UCS_OK
+     * or the error that ended one. */
+    virtual ucs_status_t out_status(uint32_t slot) { return UCS_OK; }
+    /* Blocks until every copy out finished (a failing lane: its requests
+     * complete, so nothing may write their buffers afterwards). */
+    virtual void         wait_out() {}
 
     /* Pieces copied by the GPU gather kernel so far. */
     virtual uint64_t gather_pieces() const { return 0; }
+
+    /* Tests only: every stager open() makes from now on is passed through
+     * `wrap` (nullptr: none). Set while no lane opens. */
+    using Wrapper = std::unique_ptr<Stager> (*)(std::unique_ptr<Stager> inner);
+    static void wrap_for_tests(Wrapper wrap);
 };
 
 } // namespace uct

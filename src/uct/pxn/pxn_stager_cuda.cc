@@ -138,6 +138,8 @@ ucs_status_t CudaStager::load_kernel()
                  "loading the gather kernel");
     PXN_CU_CHECK(cu_->cuModuleGetFunction(&gather_, module_, "pxn_gather"),
                  "finding the gather kernel");
+    PXN_CU_CHECK(cu_->cuModuleGetFunction(&scatter_, module_, "pxn_scatter"),
+                 "finding the scatter kernel");
     return UCS_OK;
 }
 
@@ -148,7 +150,7 @@ CudaStager::~CudaStager()
     }
     {
         ContextScope scope(cu_, ctx_);
-        for (CUstream stream : {stream_, doorbell_stream_}) {
+        for (CUstream stream : {stream_, doorbell_stream_, out_stream_}) {
             if (stream != nullptr) {
                 cu_->cuStreamSynchronize(stream);
                 cu_->cuStreamDestroy(stream);
@@ -162,6 +164,11 @@ CudaStager::~CudaStager()
         }
         for (CUevent e : events_) {
             cu_->cuEventDestroy(e);
+        }
+        for (CUevent e : out_events_) {
+            if (e != nullptr) {
+                cu_->cuEventDestroy(e);
+            }
         }
         if (module_ != nullptr) {
             cu_->cuModuleUnload(module_);
@@ -206,82 +213,137 @@ ucs_status_t CudaStager::packed(uint32_t slot_index, uint64_t offset,
     return UCS_OK;
 }
 
-bool CudaStager::use_kernel(const Seg *segs, unsigned count,
-                            uint64_t average) const
+/* Which arena this is decides what a copy costs; asked once, on the data
+ * path's first piece (the arena's device does not change). */
+const CopyCosts &CudaStager::costs()
 {
-    const bool wanted = (options_.policy == CopyChoice::kSm) ?
-                        (count > 0) :
-                        ((options_.policy == CopyChoice::kAuto) &&
-                         (count > 1) && (average < kSmBelow));
-    if (!wanted || (gather_ == nullptr)) {
-        return false;
+    if (!costs_known_) {
+        int device      = -1;
+        const bool peer = (cu_->cuPointerGetAttribute(
+                                   &device, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   arena_) != CUDA_SUCCESS) ||
+                          (device != gpu_);
+        costs_       = peer ? CopyCosts::peer_gpu() : CopyCosts::same_gpu();
+        costs_known_ = true;
+        ucs_debug("pxn: staging from GPU %d into an arena on %s GPU", gpu_,
+                  peer ? "a peer" : "the same");
     }
-    /* The kernel reads device memory only. */
-    CUdeviceptr base = 0;
-    size_t size      = 0;
+    return costs_;
+}
+
+bool CudaStager::classify(const Seg *segs, unsigned count, CUdeviceptr dst,
+                          PieceShape *shape)
+{
+    if (device_.size() < max_plan_) {
+        device_.assign(max_plan_, 0); /* once */
+    }
+    *shape = PieceShape();
+    CUdeviceptr base  = 0;
+    size_t size       = 0;
+    unsigned queries  = 0;
     for (unsigned i = 0; i < count; ++i) {
-        if (segs[i].src - base < size) {
-            continue;
+        const Seg &seg = segs[i];
+        bool device    = (seg.addr - base < size);
+        if (!device) {
+            device = cu_->is_device_pointer(reinterpret_cast<void*>(seg.addr));
+            if (!device && (++queries > kMaxHostQueries)) {
+                return false;
+            }
+            if (device && (cu_->cuMemGetAddressRange(&base, &size, seg.addr) !=
+                           CUDA_SUCCESS)) {
+                size = 0;
+            }
         }
-        if (!cu_->is_device_pointer(reinterpret_cast<void*>(segs[i].src))) {
-            return false;
-        }
-        if (cu_->cuMemGetAddressRange(&base, &size, segs[i].src) != CUDA_SUCCESS) {
-            size = 0;
+        device_[i] = device;
+        if (device) {
+            ++shape->device_segs;
+            shape->device_bytes  += seg.length;
+            shape->shifted_bytes += ((seg.addr ^ (dst + seg.offset)) & 15) ?
+                                    seg.length : 0;
+        } else {
+            ++shape->host_segs;
+            shape->host_bytes += seg.length;
         }
     }
     return true;
 }
 
-/* The recorded segments of the open piece of `slot` into the slot. */
-ucs_status_t CudaStager::copy_piece(uint32_t slot_index)
+ucs_status_t CudaStager::launch(CUfunction kernel, CUstream stream, Seg *segs,
+                                unsigned count, uint32_t slot_index,
+                                const CopyPlan &plan)
 {
-    const CUdeviceptr base = reinterpret_cast<CUdeviceptr>(slot(slot_index));
-    const Seg *segs        = host_table_ + size_t(slot_index) * max_plan_;
-    unsigned count         = nsegs_[slot_index];
-    const uint64_t average = (count > 0) ? bytes_[slot_index] / count : 0;
-    nsegs_[slot_index]     = 0;
-    bytes_[slot_index]     = 0;
-    if (use_kernel(segs, count, average)) {
-        const CUdeviceptr dev = dev_table_ +
-                                size_t(slot_index) * max_plan_ * sizeof(Seg);
-        PXN_CU_CHECK(cu_->cuMemcpyAsync(dev, reinterpret_cast<CUdeviceptr>(segs),
-                                        count * sizeof(Seg), stream_),
-                     "copying a segment table");
-        CUdeviceptr dst          = base;
-        unsigned warps           = average < kWarpPerSegmentBelow;
-        void *args[]             = {const_cast<CUdeviceptr*>(&dev), &count,
-                                    &dst, &warps};
-        const unsigned per_block = warps ? kGatherThreads / 32 : 1;
-        const unsigned blocks    = std::min<unsigned>(
-                (count + per_block - 1) / per_block, options_.gather_ctas);
-        PXN_CU_CHECK(cu_->cuLaunchKernel(gather_, blocks, 1, 1, kGatherThreads,
-                                         1, 1, 0, stream_, args, nullptr),
-                     "launching the gather kernel");
-        ++sm_pieces_;
-    } else {
-        for (unsigned i = 0; i < count; ++i) {
-            PXN_CU_CHECK(cu_->cuMemcpyAsync(base + segs[i].offset, segs[i].src,
-                                            segs[i].length, stream_),
-                         "staging copy (cuMemcpyAsync)");
-        }
-        ++ce_pieces_;
-    }
+    CUdeviceptr table = dev_table_ + size_t(slot_index) * max_plan_ * sizeof(Seg);
+    CUdeviceptr dst   = reinterpret_cast<CUdeviceptr>(slot(slot_index));
+    unsigned warps    = plan.warp_per_segment;
+    void *args[]      = {&table, &count, &dst, &warps};
+    PXN_CU_CHECK(cu_->cuMemcpyAsync(table, reinterpret_cast<CUdeviceptr>(segs),
+                                    count * sizeof(Seg), stream),
+                 "copying a segment table");
+    PXN_CU_CHECK(cu_->cuLaunchKernel(kernel, plan.blocks, 1, 1, kGatherThreads,
+                                     1, 1, 0, stream, args, nullptr),
+                 "launching the gather or scatter kernel");
     return UCS_OK;
 }
 
-ucs_status_t CudaStager::commit(uint64_t seq, uint32_t slot_index, abi::Op op)
+/* The segments recorded for `slot` between it and the outside: into the
+ * slot (a put piece, on the copy stream) or out of it (a GET reply, on the
+ * reply stream). *by_kernel: whether a kernel copied some of them. */
+ucs_status_t CudaStager::copy_segments(uint32_t slot_index, bool out,
+                                       bool *by_kernel)
 {
-    if (op == abi::kOpGet) {
-        /* Nothing to copy in: the relay may fill the slot at once. */
-        abi::store_release(producer_->doorbell, seq);
-        return UCS_OK;
+    const CUdeviceptr base = reinterpret_cast<CUdeviceptr>(slot(slot_index));
+    Seg *segs              = host_table_ + size_t(slot_index) * max_plan_;
+    const unsigned count   = nsegs_[slot_index];
+    CUfunction kernel      = out ? scatter_ : gather_;
+    CUstream stream        = out ? out_stream_ : stream_;
+    PieceShape shape;
+    shape.device_segs  = count;
+    shape.device_bytes = bytes_[slot_index];
+    nsegs_[slot_index] = 0;
+    bytes_[slot_index] = 0;
+    /* First as if every outside address were device memory and aligned: a
+     * piece the kernel would not copy even then costs no driver query. */
+    CopyPlan plan = plan_copy(options_.policy, shape, costs(),
+                              options_.gather_ctas, kernel != nullptr);
+    if (plan.kernel) {
+        plan = classify(segs, count, base, &shape) ?
+               plan_copy(options_.policy, shape, costs(), options_.gather_ctas,
+                         true) :
+               CopyPlan();
     }
-    ContextScope scope(cu_, ctx_);
-    ucs_status_t status = copy_piece(slot_index);
-    if (status != UCS_OK) {
-        return status;
+    unsigned kernel_segs = 0;
+    for (unsigned i = 0; i < count; ++i) {
+        if (plan.kernel && device_[i]) {
+            segs[kernel_segs++] = segs[i]; /* the kernel's table, in front */
+            continue;
+        }
+        const CUdeviceptr in_slot = base + segs[i].offset;
+        PXN_CU_CHECK(cu_->cuMemcpyAsync(out ? segs[i].addr : in_slot,
+                                        out ? in_slot : segs[i].addr,
+                                        segs[i].length, stream),
+                     out ? "copying a GET reply out of its slot (cuMemcpyAsync)" :
+                           "staging copy (cuMemcpyAsync)");
     }
+    *by_kernel = (kernel_segs > 0);
+    return (kernel_segs == 0) ? UCS_OK :
+           launch(kernel, stream, segs, kernel_segs, slot_index, plan);
+}
+
+/* The recorded segments of the open piece of `slot` into the slot. */
+ucs_status_t CudaStager::copy_piece(uint32_t slot_index)
+{
+    bool by_kernel = false;
+    const ucs_status_t status = copy_segments(slot_index, false, &by_kernel);
+    if (status == UCS_OK) {
+        ++(by_kernel ? sm_pieces_ : ce_pieces_);
+    }
+    return status;
+}
+
+/* The relay takes every seq up to the doorbell: a doorbell rung after
+ * another must also land after it. */
+ucs_status_t CudaStager::ring_after_copies(uint64_t seq)
+{
     if (doorbell_dev_ != 0) {
         PXN_CU_CHECK(cu_->cuEventRecord(copied_, stream_), "cuEventRecord");
         PXN_CU_CHECK(cu_->cuStreamWaitEvent(doorbell_stream_, copied_, 0),
@@ -289,6 +351,7 @@ ucs_status_t CudaStager::commit(uint64_t seq, uint32_t slot_index, abi::Op op)
         PXN_CU_CHECK(cu_->cuStreamWriteValue64(doorbell_stream_, doorbell_dev_,
                                                seq, CU_STREAM_WRITE_VALUE_DEFAULT),
                      "GPU doorbell (cuStreamWriteValue64)");
+        gpu_rung_ = seq;
         return UCS_OK;
     }
     CUevent event;
@@ -302,6 +365,31 @@ ucs_status_t CudaStager::commit(uint64_t seq, uint32_t slot_index, abi::Op op)
     PXN_CU_CHECK(cu_->cuEventRecord(event, stream_), "cuEventRecord");
     pending_.push_back({seq, event});
     return UCS_OK;
+}
+
+ucs_status_t CudaStager::commit(uint64_t seq, uint32_t slot_index, abi::Op op)
+{
+    if (op == abi::kOpGet) {
+        /* Nothing to copy in: the relay may fill the slot at once, unless
+         * an earlier doorbell is still on its way (the GPU's last write
+         * has landed when the doorbell holds its value: we are its only
+         * writer). */
+        if (pending_.empty() &&
+            ((gpu_rung_ == 0) ||
+             (abi::load_acquire(producer_->doorbell) == gpu_rung_))) {
+            gpu_rung_ = 0;
+            abi::store_release(producer_->doorbell, seq);
+            return UCS_OK;
+        }
+        ContextScope scope(cu_, ctx_);
+        return ring_after_copies(seq);
+    }
+    ContextScope scope(cu_, ctx_);
+    ucs_status_t status = copy_piece(slot_index);
+    if (status != UCS_OK) {
+        return status;
+    }
+    return ring_after_copies(seq);
 }
 
 unsigned CudaStager::progress()
@@ -321,27 +409,100 @@ unsigned CudaStager::progress()
     return rung;
 }
 
+/* A reply's destinations are recorded like a put's sources (in the
+ * slot's segment table, free while the slot holds a GET piece) and copied
+ * by end_out(): one kernel launch for many GPU destinations, instead of a
+ * copy-engine copy (~4 us) each. */
 ucs_status_t CudaStager::copy_out(uint32_t slot_index, uint64_t offset,
                                   void *dest, uint64_t length)
 {
-    ContextScope scope(cu_, ctx_);
-    PXN_CU_CHECK(cu_->cuMemcpy(reinterpret_cast<CUdeviceptr>(dest),
-                               reinterpret_cast<CUdeviceptr>(slot(slot_index)) +
-                               offset, length),
-                 "copying a GET reply out of its slot");
+    if (out_stream_ == nullptr) {
+        ContextScope scope(cu_, ctx_);
+        PXN_CU_CHECK(cu_->cuStreamCreate(&out_stream_, CU_STREAM_NON_BLOCKING),
+                     "cuStreamCreate (GET replies)");
+    }
+    if (nsegs_[slot_index] == max_plan_) {
+        ContextScope scope(cu_, ctx_);
+        PXN_CU_CHECK(cu_->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dest),
+                                        reinterpret_cast<CUdeviceptr>(
+                                                slot(slot_index)) + offset,
+                                        length, out_stream_),
+                     "copying a GET reply out of its slot (cuMemcpyAsync)");
+        return UCS_OK;
+    }
+    add(slot_index, dest, offset, length);
     return UCS_OK;
 }
 
+ucs_status_t CudaStager::end_out(uint32_t slot_index)
+{
+    if (out_stream_ == nullptr) {
+        return UCS_OK; /* nothing was recorded */
+    }
+    ContextScope scope(cu_, ctx_);
+    bool by_kernel = false;
+    ucs_status_t status = copy_segments(slot_index, true, &by_kernel);
+    if (status != UCS_OK) {
+        return status;
+    }
+    out_pieces_ += by_kernel;
+    if (out_events_.empty()) {
+        out_events_.assign(nsegs_.size(), nullptr); /* once */
+        out_pending_.assign(nsegs_.size(), 0);
+    }
+    CUevent &event = out_events_[slot_index];
+    if (event == nullptr) {
+        PXN_CU_CHECK(cu_->cuEventCreate(&event, CU_EVENT_DISABLE_TIMING),
+                     "cuEventCreate");
+    }
+    PXN_CU_CHECK(cu_->cuEventRecord(event, out_stream_), "cuEventRecord");
+    out_pending_[slot_index] = 1;
+    return UCS_OK;
+}
+
+ucs_status_t CudaStager::out_status(uint32_t slot_index)
+{
+    if (out_pending_.empty() || !out_pending_[slot_index]) {
+        return UCS_OK;
+    }
+    ContextScope scope(cu_, ctx_);
+    const CUresult result = cu_->cuEventQuery(out_events_[slot_index]);
+    if (result == CUDA_ERROR_NOT_READY) {
+        return UCS_INPROGRESS;
+    }
+    out_pending_[slot_index] = 0;
+    if (result != CUDA_SUCCESS) {
+        ucs_error("pxn: copying a GET reply out of its slot failed: %s",
+                  cu_->error(result));
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+void CudaStager::wait_out()
+{
+    if (out_stream_ == nullptr) {
+        return;
+    }
+    ContextScope scope(cu_, ctx_);
+    cu_->cuStreamSynchronize(out_stream_);
+    std::fill(out_pending_.begin(), out_pending_.end(), 0);
+}
+
+/* get_bcopy's callback reads host memory: a synchronous copy into the pack
+ * area (at most 64 KiB). */
 ucs_status_t CudaStager::unpack(uint32_t slot_index, uint64_t offset,
                                 uct_unpack_callback_t unpack, void *arg,
                                 uint64_t length)
 {
-    ucs_status_t status = copy_out(slot_index, offset,
-                                   pack_area(slot_index, offset, length), length);
-    if (status == UCS_OK) {
-        unpack(arg, bounce_.data(), length);
-    }
-    return status;
+    uint8_t *host = pack_area(slot_index, offset, length);
+    ContextScope scope(cu_, ctx_);
+    PXN_CU_CHECK(cu_->cuMemcpy(reinterpret_cast<CUdeviceptr>(host),
+                               reinterpret_cast<CUdeviceptr>(slot(slot_index)) +
+                               offset, length),
+                 "copying a GET reply out of its slot");
+    unpack(arg, host, length);
+    return UCS_OK;
 }
 
 } // namespace uct

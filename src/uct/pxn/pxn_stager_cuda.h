@@ -5,19 +5,19 @@
  * only when the bytes are there, and the CPU never waits for a copy.
  * pxn_stager.h has the contract.
  *
- * Copies: the copy engine (one cuMemcpyAsync per segment) for few large
- * segments and for host sources (an SM kernel cannot read pageable host
- * memory); the SM gather kernel (one launch, a bounded grid) for many or
- * small device segments, where the copy engine pays ~4 us per segment
- * (docs/gpu.md). UCX_PXN_COPY=auto|ce|sm; auto uses the kernel when a
- * piece has more than one device segment and segments average under
- * kSmBelow bytes.
+ * Copies: per piece, the copy engine (one cuMemcpyAsync per segment) or
+ * the SM gather kernel (one launch, a bounded grid), chosen by
+ * plan_copy() (pxn_copy_policy.h) from the piece's segment count, sizes,
+ * alignment and source memory types, and from whether the arena is on
+ * this GPU or a peer. Host sources always go by copy engine (an SM kernel
+ * cannot read pageable host memory). UCX_PXN_COPY=auto|ce|sm.
  *
- * Source memory type: asked of the driver only for pieces the kernel would
- * copy, once per allocation and piece (cuMemGetAddressRange), not per
- * segment: the query costs ~0.14 us, which capped 4 KiB blocks at 30 GB/s.
- * Within a piece every source belongs to a request in flight, so its
- * allocation cannot change under us.
+ * Source memory type: asked of the driver only for pieces the kernel
+ * would copy, once per allocation met (cuMemGetAddressRange) and per host
+ * segment, not per device segment: the query costs ~0.14 us, which capped
+ * 4 KiB blocks at 30 GB/s. A piece with many host segments stops asking
+ * and goes by copy engine (always correct). Within a piece every source
+ * belongs to a request in flight, so its allocation cannot change under us.
  *
  * Doorbell: cuStreamWriteValue64 into the lane's producer block in shared
  * memory (registered with cuMemHostRegister), on a second stream that
@@ -33,13 +33,29 @@
  * context, or its lack of one, is never changed. A process with no GPU of
  * its own cannot open such a lane (UCS_ERR_UNSUPPORTED).
  *
+ * GET doorbells: rung from the CPU at once, unless a put's doorbell is
+ * still on its way (GPU write or pending event): then behind it, in the
+ * same way, so that the doorbell never runs ahead of an earlier piece's
+ * bytes (the relay takes every seq up to the doorbell).
+ *
+ * GET replies: copy_out() records each destination in the slot's segment
+ * table (free while the slot holds a GET piece); end_out() copies them on
+ * a stream of its own (created on first use), by copy engine or one launch
+ * of the scatter kernel (the gather kernel's twin, slot -> destinations),
+ * chosen as for puts, and records the slot's event behind the copies;
+ * out_status() queries that event. The sender keeps the slot, and the
+ * requests, until then. unpack() (get_bcopy, at most 64 KiB) copies
+ * synchronously into host memory and calls back at once.
+ *
  * Failure: a copy or doorbell that cannot be enqueued returns an error from
  * commit(), before anything was published: the sender quarantines the lane.
  */
 #ifndef PXN_UCT_PXN_STAGER_CUDA_H_
 #define PXN_UCT_PXN_STAGER_CUDA_H_
 
+#include "pxn_copy_policy.h"
 #include "pxn_cuda.h"
+#include "pxn_gather.h"
 #include "pxn_stager.h"
 
 #include <ucs/debug/assert.h>
@@ -52,19 +68,11 @@ namespace uct {
 
 class CudaStager final : public Stager {
 public:
-    static constexpr uint64_t kSmBelow = 1ull << 20;
-    /* Gather grid: bounded CTAs leave the GPU to the application's kernels
-     * (their effect on a matrix multiply: docs/gpu.md). */
-    static constexpr unsigned kGatherThreads   = 512;
-    /* Segments averaging less: a warp copies each, else a block. */
-    static constexpr uint64_t kWarpPerSegmentBelow = 64ull << 10;
-
-    /* A segment as the gather kernel reads it (pxn_gather.cu). */
-    struct Seg {
-        uint64_t src;
-        uint64_t offset;
-        uint64_t length;
-    };
+    /* A segment as the gather kernel reads it (pxn_gather.h). */
+    using Seg = PxnGatherSeg;
+    /* More host segments in a piece: the copy engine copies all of it
+     * (no more memory-type queries). */
+    static constexpr unsigned kMaxHostQueries = 16;
 
     struct Options {
         CopyChoice policy       = CopyChoice::kAuto;
@@ -113,8 +121,13 @@ public:
     ucs_status_t unpack(uint32_t slot, uint64_t offset,
                         uct_unpack_callback_t unpack, void *arg,
                         uint64_t length) override;
+    ucs_status_t end_out(uint32_t slot) override;
+    ucs_status_t out_status(uint32_t slot) override;
+    void         wait_out() override;
     uint64_t     gather_pieces() const override { return sm_pieces_; }
     uint64_t     ce_pieces() const { return ce_pieces_; }
+    /* GET pieces whose replies the scatter kernel copied out. */
+    uint64_t     scatter_pieces() const { return out_pieces_; }
 
 private:
     struct Pending {
@@ -125,10 +138,18 @@ private:
     CudaStager() = default;
     ucs_status_t load_kernel();
     void         try_gpu_doorbell();
-    /* Whether the gather kernel copies these segments of a piece. */
-    bool         use_kernel(const Seg *segs, unsigned count,
-                            uint64_t average) const;
+    /* The shape of a piece bound for `dst`: memory type of each source
+     * (device_[i]); false when there were too many host segments to ask
+     * about. */
+    bool         classify(const Seg *segs, unsigned count, CUdeviceptr dst,
+                          PieceShape *shape);
+    const CopyCosts &costs();
+    ucs_status_t copy_segments(uint32_t slot, bool out, bool *by_kernel);
     ucs_status_t copy_piece(uint32_t slot);
+    ucs_status_t launch(CUfunction kernel, CUstream stream, Seg *segs,
+                        unsigned count, uint32_t slot, const CopyPlan &plan);
+    /* Rings `seq` once everything enqueued on the copy stream is done. */
+    ucs_status_t ring_after_copies(uint64_t seq);
 
     const CudaDriver  *cu_       = nullptr;
     CUcontext          ctx_      = nullptr; /* retained primary context */
@@ -144,8 +165,10 @@ private:
     abi::LaneProducer *producer_ = nullptr;
     void              *registered_ = nullptr; /* page(s) of the producer */
     CUdeviceptr        doorbell_dev_ = 0;
-    /* Open piece of each slot: its segments, written straight into the
-     * pinned table the gather kernel's copy reads (slot x max_plan). */
+    /* Open piece of each slot: its segments (a put's sources, or a GET
+     * reply's destinations between copy_out() and end_out()), written
+     * straight into the pinned table the kernels' copy reads (slot x
+     * max_plan). */
     Seg               *host_table_ = nullptr;
     CUdeviceptr        dev_table_  = 0;
     std::vector<uint32_t> nsegs_;             /* per slot */
@@ -153,10 +176,21 @@ private:
     std::vector<uint8_t>  bounce_;            /* pack area */
     CUmodule           module_     = nullptr;
     CUfunction         gather_     = nullptr;
+    CUfunction         scatter_    = nullptr;
     std::deque<Pending> pending_;             /* CPU doorbells, seq order */
     std::vector<CUevent> events_;             /* free events */
+    uint64_t           gpu_rung_ = 0;         /* last seq of a GPU doorbell */
+    std::vector<uint8_t> device_;             /* classify(): per segment */
+    CopyCosts          costs_{};
+    bool               costs_known_ = false;
+    /* GET replies: copies slot -> destination, and per slot the event
+     * behind its last one (out_pending_[slot]: not yet seen done). */
+    CUstream           out_stream_ = nullptr;
+    std::vector<CUevent> out_events_;
+    std::vector<uint8_t> out_pending_;
     uint64_t           ce_pieces_ = 0;
     uint64_t           sm_pieces_ = 0;
+    uint64_t           out_pieces_ = 0;
 };
 
 } // namespace uct

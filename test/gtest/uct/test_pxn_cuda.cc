@@ -267,6 +267,35 @@ TEST_F(PxnCuda, ScatteredBlocksAreGatheredIntoPieces)
     EXPECT_GT(counters(0, sender).sender.gather_pieces, 0u);
 }
 
+TEST_F(PxnCuda, MisalignedBlocksAreGatheredExactlyByEveryPolicy)
+{
+    /* Blocks of odd sizes at odd offsets: sources and slot offsets disagree
+     * modulo 16 (the kernel's shifted path), with the kernel forced (sm)
+     * and chosen (auto), and the copy engine (ce) for comparison. */
+    for (const char *copy : {"sm", "auto", "ce"}) {
+        SCOPED_TRACE(copy);
+        TearDown(); /* the previous policy's processes and registry */
+        PeerProcess *relay, *target, *sender;
+        ASSERT_TRUE(trio(&relay, &target, &sender,
+                         {std::string("UCX_PXN_COPY=") + copy}));
+        const size_t size = 6 * kSlot + 13;
+        Target t = target_buffer(target, size);
+        source_buffer(sender, size, 37);
+        ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+        const size_t half = 3 * kSlot + 3;
+        EXPECT_EQ("Success", put(sender, t, half - 3, 4099, 3));
+        EXPECT_EQ("Success", put(sender, t, size - half, 70001, half));
+        EXPECT_EQ("ok", target->call("check 37 3 " + std::to_string(size - 3)));
+        expect_healthy(relay, size - 3);
+        const uint64_t gathered = counters(0, sender).sender.gather_pieces;
+        if (std::string(copy) == "ce") {
+            EXPECT_EQ(0u, gathered);
+        } else {
+            EXPECT_GT(gathered, 0u);
+        }
+    }
+}
+
 TEST_F(PxnCuda, ThreeSendersShareOneRelay)
 {
     PeerProcess *relay  = peer(0, "railD");
@@ -339,6 +368,31 @@ TEST_F(PxnCuda, GetCopiesTheSlotIntoAGpuBuffer)
     EXPECT_EQ("Success", move(sender, "get zcopy", t, size, 300000));
     EXPECT_EQ("ok", sender->call("check 31 0 " + std::to_string(size)));
     expect_healthy(relay, size);
+}
+
+TEST_F(PxnCuda, GetOfManyRingRoundsCopiesEverySlotOutBeforeItsReuse)
+{
+    /* 16 slots' worth through a ring of 4: the copies out of the slots run
+     * asynchronously (copy engine or scatter kernel), and a slot refilled
+     * before its copy ended would show up as wrong bytes. */
+    PeerProcess *relay, *target, *sender;
+    ASSERT_TRUE(trio(&relay, &target, &sender,
+                     {"UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y"}));
+    const size_t size = 16 * kSlot + 123;
+    Target t = target_buffer(target, size);
+    EXPECT_EQ("ok", target->call("fill 41"));
+    EXPECT_EQ("alloc", split(sender->call("alloc " + std::to_string(size) +
+                                          " cuda"))[0]);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", move(sender, "get zcopy", t, size, 300001));
+    EXPECT_EQ("ok", sender->call("check 41 0 " + std::to_string(size)));
+    /* again in 4099-byte replies at odd offsets (hundreds per piece, the
+     * scatter kernel's shifted path), over another pattern */
+    EXPECT_EQ("ok", sender->call("fill 43"));
+    EXPECT_EQ("Success", move(sender, "get zcopy", t, size - 3, 4099, 3));
+    EXPECT_EQ("ok", sender->call("check 41 3 " + std::to_string(size - 3)));
+    expect_healthy(relay, 2 * size - 3);
+    EXPECT_GE(counters(0, relay).relay.pieces, 32u);
 }
 
 } // namespace

@@ -1,0 +1,350 @@
+/*
+ * ucx_pxn_ucp_bench: UCP puts and gets of one region through pxn, in blocks
+ * of random size and in fixed size classes, for each UCX_PXN_COPY policy
+ * side by side, every byte checked (docs/gpu.md, "UCP puts and gets").
+ *
+ *   ucx_pxn_ucp_bench [--gpu] [--device 0] [--region 256M] [--small-region 64M]
+ *       [--modes random,4K,64K,1M,8M] [--copies auto,ce,sm] [--ops put,get]
+ *       [--reps 2] [--seed 1] [--window 256] [--port 13500] [--prefix pxnub]
+ *       [--relay PATH] [--env NAME=value]... [--logs DIR]
+ *
+ * Processes, all on this host and in this network namespace, told apart as
+ * two nodes of two rails by UCX_PXN_NODE_ID, UCX_PXN_GROUP and
+ * UCX_PXN_RAIL_MAP (the way contrib/gpu/run.sh's perftest sets them up):
+ *   initiator  node 0, rail 0      (a fresh process per policy)
+ *   target     node 1, rail 1      (a fresh process per policy)
+ *   relays     node 0 rail 1 (carries every put and get), node 1 rail 0
+ *              (ucx_pxn_relay, started once)
+ * Inner transport: cuda_ipc with --gpu (buffers in GPU memory, UCX_TLS
+ * pxn,tcp,cuda_copy, UCX_PROTO_ENABLE=y), cma otherwise (host memory,
+ * UCX_TLS pxn,tcp). UCP's own transports cannot reach the target's memory
+ * (no cuda_ipc, no cma in UCX_TLS; tcp is no RMA lane): pxn carries it all.
+ *
+ * Modes: "random" covers the region in blocks of uniform random size in
+ * [4 KiB, 1 MiB] (offsets unaligned), in random order (--seed); a size
+ * ("4K", "8M") covers it in blocks of that size, in order; sizes under
+ * 64 KiB cover --small-region only. Each initiator first puts and gets the
+ * region once in 1 MiB blocks (not timed), then runs every mode --reps
+ * times. Figures are the best of the reps: GB/s and thousands of
+ * operations per second per policy, auto against the better of ce and sm,
+ * and GET against PUT.
+ */
+#include <apps/locate.h>
+#include <apps/peer_process.h>
+#include <bench/bench_units.h>
+#include "ucp_bench_peer.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+using pxn_tools::BackgroundProcess;
+using pxn_tools::UcpBenchPeerOptions;
+
+namespace {
+
+struct Options {
+    UcpBenchPeerOptions      peer;
+    std::vector<std::string> copies = {"auto", "ce", "sm"};
+    std::string              prefix = "pxnub";
+    std::string              relay;
+    std::string              logs;
+    std::vector<std::string> env;
+};
+
+[[noreturn]] void die(const std::string &why)
+{
+    fprintf(stderr, "ucx_pxn_ucp_bench: %s\n", why.c_str());
+    exit(2);
+}
+
+std::vector<std::string> list(const std::string &text)
+{
+    return pxn_tools::split(text, ',');
+}
+
+/* The environment of the process in (node, rail). */
+std::vector<std::string> env_of(const Options &o, int node, int rail)
+{
+    const std::string dev = o.peer.gpu ? "cuda" : "memory";
+    std::vector<std::string> env = {
+        "UCX_PXN_NODE_ID=node" + std::to_string(node),
+        "UCX_PXN_GROUP=" + o.prefix + "-node" + std::to_string(node),
+        "UCX_PXN_RAIL_MAP=" + dev + ":rail" + std::to_string(rail),
+        std::string("UCX_PXN_NET_TLS=") + (o.peer.gpu ? "cuda_ipc" : "cma"),
+        std::string("UCX_TLS=") + (o.peer.gpu ? "pxn,tcp,cuda_copy" : "pxn,tcp")};
+    if (o.peer.gpu) {
+        /* One GPU has no NVLink: cuda_ipc disables gets unless told, and
+         * without gets pxn is no RMA lane for UCP. */
+        env.insert(env.end(), {"UCX_PROTO_ENABLE=y", "UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y",
+                               "UCX_PXN_CUDA_DEVICE=" + std::to_string(o.peer.device)});
+    }
+    env.insert(env.end(), o.env.begin(), o.env.end());
+    return env;
+}
+
+struct Figure {
+    double   gbps = 0, kops = 0;
+    bool     ok   = false;
+};
+
+/* mode -> op -> copy policy -> best figure */
+using Results = std::map<std::string, std::map<std::string, std::map<std::string, Figure>>>;
+
+/* Bytes the initiators moved (warm-ups included): the relay of node 0
+ * rail 1 should have carried them all. */
+uint64_t g_moved = 0;
+
+/* One initiator and target pair under UCX_PXN_COPY=copy; false if either
+ * failed (its log is printed). */
+bool run_policy(const Options &o, const std::string &copy, int port, Results *results)
+{
+    const std::string self = "/proc/self/exe";
+    char exe[4096];
+    const ssize_t n = readlink(self.c_str(), exe, sizeof(exe) - 1);
+    if (n <= 0) {
+        die("cannot find this program (/proc/self/exe)");
+    }
+    exe[n] = '\0';
+    std::vector<std::string> common = {"--port", std::to_string(port), "--device",
+                                       std::to_string(o.peer.device), "--deadline",
+                                       std::to_string(o.peer.deadline)};
+    if (o.peer.gpu) {
+        common.push_back("--gpu");
+    }
+    std::vector<std::string> target_argv = {exe, "--role", "target"};
+    target_argv.insert(target_argv.end(), common.begin(), common.end());
+    std::ostringstream modes, ops;
+    for (size_t i = 0; i < o.peer.modes.size(); ++i) {
+        modes << (i ? "," : "") << o.peer.modes[i];
+    }
+    for (size_t i = 0; i < o.peer.ops.size(); ++i) {
+        ops << (i ? "," : "") << o.peer.ops[i];
+    }
+    std::vector<std::string> in_argv = {
+        exe, "--role", "initiator", "--region", std::to_string(o.peer.region),
+        "--small-region", std::to_string(o.peer.small_region), "--modes", modes.str(),
+        "--ops", ops.str(), "--reps", std::to_string(o.peer.reps), "--seed",
+        std::to_string(o.peer.seed), "--window", std::to_string(o.peer.window)};
+    in_argv.insert(in_argv.end(), common.begin(), common.end());
+
+    std::vector<std::string> in_env = env_of(o, 0, 0);
+    /* UCP's protocol choices go to the initiator's log */
+    in_env.insert(in_env.end(), {"UCX_PXN_COPY=" + copy, "UCX_PROTO_INFO=y"});
+    BackgroundProcess target, initiator;
+    std::string error;
+    const std::string log = o.logs + "/" + copy;
+    if (!target.start("", env_of(o, 1, 1), target_argv, log + "-target.log", &error) ||
+        !target.wait_for_output("listening", 30000) ||
+        !initiator.start("", in_env, in_argv, log + "-initiator.log", &error)) {
+        fprintf(stderr, "ucx_pxn_ucp_bench: %s: cannot start: %s\n%s", copy.c_str(),
+                error.c_str(), target.output().c_str());
+        return false;
+    }
+    const int status = initiator.wait(int(o.peer.deadline) * 1000 + 10000);
+    const int tstatus = target.wait(30000);
+    std::istringstream out(initiator.output());
+    for (std::string line; std::getline(out, line);) {
+        char mode[32], op[8], verified[16];
+        unsigned rep;
+        size_t blocks;
+        uint64_t bytes;
+        double seconds;
+        if ((sscanf(line.c_str(), "result mode=%31s op=%7s rep=%u blocks=%zu "
+                    "bytes=%lu seconds=%lf verified=%15s", mode, op, &rep, &blocks,
+                    &bytes, &seconds, verified) == 7) && (seconds > 0)) {
+            g_moved += bytes;
+            Figure &f = (*results)[mode][op][copy];
+            const double gbps = bytes / seconds / 1e9;
+            if (gbps > f.gbps) {
+                f.gbps = gbps;
+                f.kops = blocks / seconds / 1e3;
+            }
+            f.ok = (rep == 0) ? (strcmp(verified, "ok") == 0) :
+                   (f.ok && (strcmp(verified, "ok") == 0));
+        }
+    }
+    if (status == 0) {
+        g_moved += 2 * o.peer.region; /* the warm-up's put and get */
+    }
+    if ((status != 0) || (tstatus != 0)) {
+        fprintf(stderr, "ucx_pxn_ucp_bench: %s: initiator exit %d, target exit %d\n"
+                "--- initiator:\n%s--- target:\n%s", copy.c_str(), status, tstatus,
+                initiator.output().c_str(), target.output().c_str());
+        return false;
+    }
+    return true;
+}
+
+void print(const Options &o, Results &results)
+{
+    printf("\n%-7s %-4s", "mode", "op");
+    for (const std::string &c : o.copies) {
+        printf(" %9s %8s", (c + " GB/s").c_str(), "kop/s");
+    }
+    printf(" %10s %s\n", "auto/best", "verified");
+    for (const std::string &mode : o.peer.modes) {
+        for (const std::string &op : o.peer.ops) {
+            auto &row = results[mode][op];
+            printf("%-7s %-4s", mode.c_str(), op.c_str());
+            bool ok = true;
+            for (const std::string &c : o.copies) {
+                printf(" %9.2f %8.1f", row[c].gbps, row[c].kops);
+                ok = ok && row[c].ok;
+            }
+            const double best = std::max(row["ce"].gbps, row["sm"].gbps);
+            if ((row.count("auto") > 0) && (best > 0)) {
+                printf(" %10.2f", row["auto"].gbps / best);
+            } else {
+                printf(" %10s", "-");
+            }
+            printf(" %s\n", ok ? "ok" : "NO");
+        }
+    }
+    if (std::count(o.peer.ops.begin(), o.peer.ops.end(), "get") &&
+        std::count(o.peer.ops.begin(), o.peer.ops.end(), "put")) {
+        printf("\nGET/PUT bandwidth ratio\n%-7s", "mode");
+        for (const std::string &c : o.copies) {
+            printf(" %8s", c.c_str());
+        }
+        printf("\n");
+        for (const std::string &mode : o.peer.modes) {
+            printf("%-7s", mode.c_str());
+            for (const std::string &c : o.copies) {
+                const double put = results[mode]["put"][c].gbps;
+                printf(" %8.2f", (put > 0) ? results[mode]["get"][c].gbps / put : 0.0);
+            }
+            printf("\n");
+        }
+    }
+}
+
+int launch(Options &o)
+{
+    if (o.relay.empty()) {
+        const char *prefix = getenv("PXN_UCX_PREFIX");
+        o.relay = ((prefix && *prefix) ? std::string(prefix) :
+                   pxn_tools::make_var("UCX_PREFIX")) + "/bin/ucx_pxn_relay";
+    }
+    if (access(o.relay.c_str(), X_OK) != 0) {
+        die("no relay program at " + o.relay + " (--relay PATH)");
+    }
+    char tmp[] = "/tmp/pxn-ucp-bench-XXXXXX";
+    if (o.logs.empty()) {
+        if (mkdtemp(tmp) == nullptr) {
+            die("mkdtemp failed");
+        }
+        o.logs = tmp;
+    } else if ((mkdir(o.logs.c_str(), 0755) != 0) && (errno != EEXIST)) {
+        die("cannot make " + o.logs + ": " + strerror(errno));
+    }
+    printf("ucx_pxn_ucp_bench: %s of %s memory per transfer (sizes under 64K: %s), "
+           "inner %s, best of %u, logs in %s\n", pxn_tools::human(o.peer.region).c_str(),
+           o.peer.gpu ? "GPU" : "host", pxn_tools::human(o.peer.small_region).c_str(),
+           o.peer.gpu ? "cuda_ipc" : "cma", o.peer.reps, o.logs.c_str());
+    BackgroundProcess relays[2];
+    const int slots[2][2] = {{0, 1}, {1, 0}};
+    for (int i = 0; i < 2; ++i) {
+        std::string error;
+        if (!relays[i].start("", env_of(o, slots[i][0], slots[i][1]), {o.relay},
+                             o.logs + "/relay" + std::to_string(i) + ".log", &error) ||
+            !relays[i].wait_for_output("relaying on", 30000)) {
+            die("relay did not start: " + error + "\n" + relays[i].output());
+        }
+    }
+    Results results;
+    bool ok = true;
+    for (size_t i = 0; i < o.copies.size(); ++i) {
+        ok = run_policy(o, o.copies[i], o.peer.port + int(i), &results) && ok;
+    }
+    print(o, results);
+    printf("initiators moved %lu bytes (warm-ups included)\n", g_moved);
+    for (BackgroundProcess &r : relays) {
+        r.kill(SIGTERM);
+        r.wait(10000);
+        const std::string out = r.output();
+        const size_t at = out.find("relayed ");
+        printf("relay: %s", (at == std::string::npos) ? "no counters\n" :
+                                out.substr(at, out.find('\n', at) - at + 1).c_str());
+    }
+    return ok ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, nullptr, _IOLBF, 0);
+    Options o;
+    std::string role;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--gpu") {
+            o.peer.gpu = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            die(a + ": a value is missing (see the comment at the top of "
+                "bench/ucx_pxn_ucp_bench.cc)");
+        }
+        const std::string v = argv[++i];
+        uint64_t size = 0;
+        if (a == "--role") {
+            role = v;
+        } else if (a == "--device") {
+            o.peer.device = atoi(v.c_str());
+        } else if ((a == "--region") && pxn_tools::parse_size(v, &size)) {
+            o.peer.region = size;
+        } else if ((a == "--small-region") && pxn_tools::parse_size(v, &size)) {
+            o.peer.small_region = size;
+        } else if (a == "--modes") {
+            o.peer.modes = list(v);
+        } else if (a == "--copies") {
+            o.copies = list(v);
+        } else if (a == "--ops") {
+            o.peer.ops = list(v);
+        } else if (a == "--reps") {
+            o.peer.reps = std::max(1, atoi(v.c_str()));
+        } else if (a == "--seed") {
+            o.peer.seed = strtoull(v.c_str(), nullptr, 0);
+        } else if (a == "--window") {
+            o.peer.window = std::max(1, atoi(v.c_str()));
+        } else if (a == "--port") {
+            o.peer.port = atoi(v.c_str());
+        } else if (a == "--deadline") {
+            o.peer.deadline = std::max(1, atoi(v.c_str()));
+        } else if (a == "--prefix") {
+            o.prefix = v;
+        } else if (a == "--relay") {
+            o.relay = v;
+        } else if (a == "--logs") {
+            o.logs = v;
+        } else if (a == "--env") {
+            o.env.push_back(v);
+        } else {
+            die("unknown or bad option " + a + " " + v);
+        }
+    }
+    for (const std::string &mode : o.peer.modes) {
+        if (pxn_tools::ucp_bench_blocks(mode, 1 << 20, 0).empty()) {
+            die("unknown mode " + mode + " (random or a size)");
+        }
+    }
+    if (role == "target") {
+        return pxn_tools::ucp_bench_target(o.peer);
+    }
+    if (role == "initiator") {
+        return pxn_tools::ucp_bench_initiator(o.peer);
+    }
+    return launch(o);
+}
