@@ -269,9 +269,14 @@ int main(int argc, char **argv)
     if (o.put) {
         ok = ok && (target->call("check 11 0 " + std::to_string(o.total), 60000) == "ok");
     }
-    printf("worst first/repeated:%s%s\n",
-           o.put ? (" put " + std::to_string(worst[0]).substr(0, 4)).c_str() : "",
-           o.get ? (" get " + std::to_string(worst[1]).substr(0, 4)).c_str() : "");
+    printf("worst ratio (repeated / first time):");
+    if (o.put) {
+        printf(" put %.2f", worst[0]);
+    }
+    if (o.get) {
+        printf(" get %.2f", worst[1]);
+    }
+    printf("\n");
     pxn::abi::ProcessCounters c = {};
     pxn_tools::read_counters(rig.group(0), relay->pid(), &c);
     printf("relay: %lu pieces, %lu bytes relayed, %lu lane claims acknowledged, "

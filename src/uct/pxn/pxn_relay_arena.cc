@@ -89,8 +89,8 @@ ucs_status_t RelayArena::acquire(uint32_t index, LaneSlots *slots)
         abi::bump(counters_->warm_claims, !lane.in_use);
     } else {
         const uint64_t start = monotonic_ns();
-        const ucs_status_t status = gpu_ ? back_gpu(index) :
-                                           back_host(index, ~uint64_t(0));
+        const ucs_status_t status = gpu_ ? back_gpu(index, true) :
+                                           back_host(index, ~uint64_t(0), true);
         count_commit(start);
         if (status != UCS_OK) {
             return status;
@@ -146,8 +146,9 @@ unsigned RelayArena::tend(uint64_t now_ns)
         return 0;
     }
     const uint64_t start = monotonic_ns();
-    const ucs_status_t status = gpu_ ? back_gpu(uint32_t(cold)) :
-                                       back_host(uint32_t(cold), kBackingStep);
+    const ucs_status_t status = gpu_ ? back_gpu(uint32_t(cold), false) :
+                                       back_host(uint32_t(cold), kBackingStep,
+                                                 false);
     count_commit(start);
     if (status != UCS_OK) {
         /* No room now: a warm lane is an optimisation, so give the room
@@ -160,7 +161,7 @@ unsigned RelayArena::tend(uint64_t now_ns)
     return 1;
 }
 
-ucs_status_t RelayArena::back_host(uint32_t index, uint64_t bytes)
+ucs_status_t RelayArena::back_host(uint32_t index, uint64_t bytes, bool claim)
 {
     Lane &lane           = lanes_[index];
     const uint64_t start = slot_offset(index, 0, slots_, slot_size_);
@@ -168,8 +169,9 @@ ucs_status_t RelayArena::back_host(uint32_t index, uint64_t bytes)
     const int rc = posix_fallocate(fd_.get(), off_t(start + lane.reserved),
                                    off_t(step));
     if (rc != 0) {
-        ucs_warn("pxn: no room in the registry's file system for lane %u's "
-                 "slots (%lu MiB): %s", index, lane_bytes() >> 20, strerror(rc));
+        ucs_log(claim ? UCS_LOG_LEVEL_WARN : UCS_LOG_LEVEL_DEBUG,
+                "pxn: no room in the registry's file system for lane %u's "
+                "slots (%lu MiB): %s", index, lane_bytes() >> 20, strerror(rc));
         return UCS_ERR_NO_MEMORY;
     }
     /* The pages exist now; mapping them here, off the data path, spares
@@ -184,12 +186,15 @@ ucs_status_t RelayArena::back_host(uint32_t index, uint64_t bytes)
     return (lane.reserved == lane_bytes()) ? finish_backing(index) : UCS_OK;
 }
 
-ucs_status_t RelayArena::back_gpu(uint32_t index)
+ucs_status_t RelayArena::back_gpu(uint32_t index, bool claim)
 {
     Lane &lane = lanes_[index];
     lane.gpu.reset(new GpuArena());
     const ucs_status_t status = lane.gpu->allocate(gpu_index_, lane_bytes());
     if (status != UCS_OK) {
+        ucs_log(claim ? UCS_LOG_LEVEL_WARN : UCS_LOG_LEVEL_DEBUG,
+                "pxn: no GPU memory for lane %u's slots (%lu MiB) on GPU %d: %s",
+                index, lane_bytes() >> 20, gpu_index_, ucs_status_string(status));
         lane.gpu.reset();
         return UCS_ERR_NO_MEMORY;
     }

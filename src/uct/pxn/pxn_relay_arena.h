@@ -111,9 +111,10 @@ private:
 
     RelayArena() = default;
     uint64_t     lane_bytes() const { return uint64_t(slots_) * slot_size_; }
-    /* Host: backs up to `bytes` more of the lane (all of it: ~0). */
-    ucs_status_t back_host(uint32_t lane, uint64_t bytes);
-    ucs_status_t back_gpu(uint32_t lane);
+    /* Host: backs up to `bytes` more of the lane (all of it: ~0). A
+     * failure is warned about for a claim, not for a spare (`claim`). */
+    ucs_status_t back_host(uint32_t lane, uint64_t bytes, bool claim);
+    ucs_status_t back_gpu(uint32_t lane, bool claim);
     /* The lane's memory is all there: register it, publish it. */
     ucs_status_t finish_backing(uint32_t lane);
     void         free_lane(uint32_t lane);

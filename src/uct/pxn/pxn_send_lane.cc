@@ -78,7 +78,9 @@ SendLane::~SendLane()
     if (counted_) {
         count(counters_->lanes, uint64_t(-1));
     }
-    /* The stager (GPU streams) goes before the lane is released. */
+    /* The stager (GPU streams, the lane's memory) goes before the lane is
+     * released; the hook would outlive it. */
+    control_.on_release(nullptr);
     stager_.reset();
 }
 
