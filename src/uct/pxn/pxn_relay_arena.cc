@@ -130,7 +130,11 @@ unsigned RelayArena::tend(uint64_t now_ns)
             cold = int(i);
         }
     }
-    if ((warm > warm_lanes_) && (now_ns - lanes_[oldest].free_since >= linger_ns_)) {
+    /* A lane claimed a moment ago (not acknowledged yet) keeps its memory:
+     * the claimer chose it for that. */
+    if ((warm > warm_lanes_) && (now_ns - lanes_[oldest].free_since >= linger_ns_) &&
+        (abi::load_acquire(entry_->lane(uint32_t(oldest)).owner().state) !=
+         abi::kLaneClaimed)) {
         ucs_debug("pxn: relay lane %d unused for %.1f s: its memory goes back",
                   oldest, (now_ns - lanes_[oldest].free_since) / 1e9);
         free_lane(uint32_t(oldest));
