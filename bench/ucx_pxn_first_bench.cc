@@ -12,7 +12,9 @@
  * for that), moves `total` bytes in operations of `chunk` bytes once
  * ("first"), then `repeat` times more ("repeated", median). Puts and gets
  * each get a fresh sender of their own. The target's bytes are verified
- * after the puts, the sender's after the gets.
+ * after the puts, the sender's after the gets. One first transfer is one
+ * sample against a median: the slowest repeated transfer beside it ("noise":
+ * median / slowest repeated) shows what the machine does to any transfer.
  *
  * Breakdown from the counters (docs/benchmarks.md): the relay's
  * lane_commit_ns (memory of claimed lanes backed before their
@@ -117,7 +119,7 @@ struct Counters {
 };
 
 struct Result {
-    double connect_ms = 0, first_ms = 0, repeat_ms = 0;
+    double connect_ms = 0, first_ms = 0, repeat_ms = 0, slowest_ms = 0;
     double commit_ms = 0, open_ms = 0, map_ms = 0;
     uint64_t warm = 0, commits = 0;
     bool   ok = false;
@@ -161,7 +163,8 @@ Result run_once(const Options &o, const Rig &rig, PeerProcess *relay,
             repeated.push_back(ms);
         }
     }
-    r.repeat_ms = median(repeated);
+    r.repeat_ms  = median(repeated);
+    r.slowest_ms = *std::max_element(repeated.begin(), repeated.end());
     r.ok        = (op == "put") ||
                   (s->call("check 12 0 " + bytes, 60000) == "ok");
     pxn_tools::read_counters(rig.group(0), s->pid(), &sender);
@@ -239,11 +242,12 @@ int main(int argc, char **argv)
            human(o.total).c_str(), o.repeat, human(o.chunk).c_str(),
            o.gpu ? "GPU memory, inner cuda_ipc, one GPU" :
                    "host memory, inner cma");
-    printf("%4s %4s | %9s %9s %9s | %9s %9s | %6s %6s | %9s %9s %9s %5s\n", "run",
-           "op", "connect", "first", "repeated", "first", "repeated", "ratio",
-           "+conn", "commit", "open", "map", "warm");
-    printf("%4s %4s | %9s %9s %9s | %9s %9s | %6s %6s | %9s %9s %9s %5s\n", "",
-           "", "ms", "ms", "ms", "GB/s", "GB/s", "", "", "ms", "ms", "ms", "");
+    printf("%4s %4s | %9s %9s %9s | %9s %9s | %6s %6s %6s | %9s %9s %9s %5s\n",
+           "run", "op", "connect", "first", "repeated", "first", "repeated",
+           "ratio", "+conn", "noise", "commit", "open", "map", "warm");
+    printf("%4s %4s | %9s %9s %9s | %9s %9s | %6s %6s %6s | %9s %9s %9s %5s\n",
+           "", "", "ms", "ms", "ms", "GB/s", "GB/s", "", "", "", "ms", "ms", "ms",
+           "");
     double worst[2] = {1e9, 1e9};
     bool   ok       = true;
     for (unsigned run = 1; run <= o.runs; ++run) {
@@ -257,12 +261,13 @@ int main(int argc, char **argv)
             const double ratio = r.repeat_ms / r.first_ms;
             worst[k] = std::min(worst[k], ratio);
             ok       = ok && r.ok;
-            printf("%4u %4s | %9.2f %9.2f %9.2f | %9.2f %9.2f | %6.2f %6.2f | "
+            printf("%4u %4s | %9.2f %9.2f %9.2f | %9.2f %9.2f | %6.2f %6.2f %6.2f | "
                    "%9.2f %9.2f %9.2f %5lu%s\n", run, op.c_str(), r.connect_ms,
                    r.first_ms, r.repeat_ms, o.total / r.first_ms / 1e6,
                    o.total / r.repeat_ms / 1e6, ratio,
-                   r.repeat_ms / (r.first_ms + r.connect_ms), r.commit_ms,
-                   r.open_ms, r.map_ms, r.warm, r.ok ? "" : "  BAD DATA");
+                   r.repeat_ms / (r.first_ms + r.connect_ms),
+                   r.repeat_ms / r.slowest_ms, r.commit_ms, r.open_ms, r.map_ms,
+                   r.warm, r.ok ? "" : "  BAD DATA");
             fflush(stdout);
         }
     }
