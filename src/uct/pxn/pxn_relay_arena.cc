@@ -124,9 +124,13 @@ unsigned RelayArena::tend(uint64_t now_ns)
                     oldest = int(i);
                 }
             }
-        } else if ((cold < 0) || ((lane.reserved != 0) &&
-                                  (lanes_[cold].reserved == 0))) {
-            /* a lane partly backed by earlier steps goes on first */
+        } else if (((cold < 0) || ((lane.reserved != 0) &&
+                                   (lanes_[cold].reserved == 0))) &&
+                   (abi::load_acquire(entry_->lane(i).owner().state) !=
+                    abi::kLaneClaimed)) {
+            /* A free lane only: a claimed one is backed by acquire() (one
+             * that is being claimed right now, too). A lane partly backed
+             * by earlier steps goes on first. */
             cold = int(i);
         }
     }
@@ -141,12 +145,6 @@ unsigned RelayArena::tend(uint64_t now_ns)
         return 1;
     }
     if ((warm >= warm_lanes_) || (cold < 0) || (now_ns < next_spare_ns_)) {
-        return 0;
-    }
-    /* A free lane only: a claimed one is backed by acquire() (one that is
-     * being claimed right now, too). */
-    const abi::LaneOwner &owner = entry_->lane(uint32_t(cold)).owner();
-    if (abi::load_acquire(owner.state) == abi::kLaneClaimed) {
         return 0;
     }
     const uint64_t start = monotonic_ns();
