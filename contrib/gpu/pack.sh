@@ -55,5 +55,10 @@ for lib in libnuma.so.1; do
     cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" "$out/extra/"
 done
 cp -L /usr/local/cuda/lib64/libcudart.so.13 "$out/extra/" 2>/dev/null || true
+# run.sh arena: staging memory and first transfers (and the peer they drive)
+mkdir -p "$out/build/bench" "$out/build/test/apps"
+cp "$build"/bench/{ucx_pxn_first_bench,ucx_pxn_footprint,ucx_pxn_bench,ucx_pxn_stage_bench} \
+   "$out/build/bench/"
+cp "$build/test/apps/ucx_pxn_peer" "$out/build/test/apps/"
 find "$out" -type f \( -name '*.so*' -o -perm -u+x \) -exec strip --strip-debug {} + 2>/dev/null || true
 du -sh "$out"

@@ -92,6 +92,44 @@ PY
     done
 fi
 
+# run.sh arena: a relay's GPU memory on demand and the first transfer of a
+# fresh sender (docs/gpu.md, "Staging memory on demand"), in about two and
+# a half minutes; logs arena-*.txt in $OUT.
+arena() {
+    local b=$c/build/bench g
+    section "machine"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv |
+        tee "$out/arena-machine.txt"
+    section "GPU memory of one process's relay: opened, 1 and every lane claimed, released"
+    timeout 40 "$b/ucx_pxn_footprint" --linger 2 2>&1 | tee "$out/arena-footprint.txt"
+    section "the same with 18 slots per lane (the former default geometry)"
+    timeout 40 "$b/ucx_pxn_footprint" --linger 2 --env UCX_PXN_SLOTS=18 2>&1 |
+        tee "$out/arena-footprint-slots18.txt"
+    section "staging hop per geometry (SLOTS SLOT_SIZE): lane vs raw copies"
+    for g in "18 8M" "4 8M" "8 4M" "2 16M" "6 4M"; do
+        set -- $g
+        echo "-- SLOTS=$1 SLOT_SIZE=$2"
+        timeout 30 "$b/ucx_pxn_stage_bench" --slots "$1" --slot-size "$2" \
+            --phases hop --seconds 0.5 2>&1 |
+            tee "$out/arena-hop-$1x$2.txt" | grep -E '^ '
+    done
+    section "UCT put bandwidth, GPU memory, per geometry (18 8M and 4 8M twice)"
+    for g in "18 8M" "4 8M" "8 4M" "2 16M" "18 8M" "4 8M"; do
+        set -- $g
+        echo "-- SLOTS=$1 SLOT_SIZE=$2"
+        timeout 45 "$b/ucx_pxn_bench" --gpu --reps 3 --total 1G --sizes 1M,8M,64M \
+            --prefix arena --env UCX_PXN_CUDA_DEVICE=0 --env UCX_PXN_SLOTS="$1" \
+            --env UCX_PXN_SLOT_SIZE="$2" 2>&1 |
+            tee -a "$out/arena-bench-$1x$2.txt" | grep -E '^ +[0-9]+[KM] |relay:|verified'
+    done
+    section "first 256 MiB put and get of fresh senders vs the same repeated"
+    timeout 90 "$b/ucx_pxn_first_bench" --gpu --runs 5 --repeat 5 --prefix arena 2>&1 |
+        tee "$out/arena-first.txt"
+}
+if [ "$what" = arena ]; then
+    arena
+fi
+
 if [ "$what" = all ] || [ "$what" = stage ]; then
     section "GPU topology"
     nvidia-smi topo -m 2>&1 | tee "$out/topology.txt"

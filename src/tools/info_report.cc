@@ -165,6 +165,11 @@ void text_header(const EntrySnapshot &e, uint64_t now, std::string *out)
                       ", last completion %s\n", s.pieces, s.bytes, s.credit_stalls,
                       s.failed_ops, s.fallback_ops, s.fallback_bytes, s.lanes,
                       s.gather_pieces, age(s.last_completion_ns).c_str());
+    *out += strformat("  memory: lanes_backed %" PRIu64 " lane_commits %" PRIu64
+                      " (%.1f ms) warm_claims %" PRIu64 "; sender lane_open %.1f ms"
+                      " (mapping %.1f ms)\n", r.lanes_backed, r.lane_commits,
+                      r.lane_commit_ns / 1e6, r.warm_claims, s.lane_open_ns / 1e6,
+                      s.lane_map_ns / 1e6);
 }
 
 void text_entry(const EntrySnapshot &e, uint64_t now, std::string *out)
@@ -337,13 +342,17 @@ void json_entry(const EntrySnapshot &e, uint64_t now, Json &j)
      .num("rejected", r.rejected).num("routes", r.routes)
      .num("routes_active", r.routes_active)
      .num("route_errors", r.route_errors).num("lane_resets", r.lane_resets)
-     .num("inflight", r.inflight);
+     .num("inflight", r.inflight).num("lanes_backed", r.lanes_backed)
+     .num("lane_commits", r.lane_commits)
+     .num("lane_commit_ns", r.lane_commit_ns)
+     .num("warm_claims", r.warm_claims);
     completion_age(j, now, r.last_completion_ns);
     j.end('}');
     j.begin('{', "sender").num("pieces", s.pieces).num("bytes", s.bytes)
      .num("credit_stalls", s.credit_stalls).num("failed_ops", s.failed_ops)
      .num("fallback_ops", s.fallback_ops).num("fallback_bytes", s.fallback_bytes)
-     .num("lanes", s.lanes).num("gather_pieces", s.gather_pieces);
+     .num("lanes", s.lanes).num("gather_pieces", s.gather_pieces)
+     .num("lane_open_ns", s.lane_open_ns).num("lane_map_ns", s.lane_map_ns);
     completion_age(j, now, s.last_completion_ns);
     j.end('}').end('}');
     j.begin('[', "lanes");

@@ -6,7 +6,8 @@
  *   p<pid>-<epoch>.init   the control file while it is written (state INIT)
  *   p<pid>-<epoch>.ctl    control file of one relay incarnation:
  *                         ProcessHeader, then `lanes` lane blocks
- *   p<pid>-<epoch>.arena  host staging arena (ArenaKind::kHostShm)
+ *   p<pid>-<epoch>.arena  host staging arena (ArenaKind::kHostShm), sparse:
+ *                         only the lanes the relay backs take memory
  *   p<pid>-<epoch>.wake   FIFO that wakes the relay
  *   .lock                 flock for register / claim / cleanup only
  *
@@ -30,8 +31,11 @@
  *   Completion  completions[slots]     (rounded up to 64 bytes)
  *   descriptors[slots], each desc_stride = align64(sizeof(DescriptorHeader)
  *                                          + max_plan * sizeof(Plan))
- * Slot of sequence number s: (s - 1) % slots. Arena address of a slot:
- * arena + (lane * slots + slot) * slot_size.
+ * Slot of sequence number s: (s - 1) % slots. A lane's slots are one block
+ * of slots * slot_size bytes, slot k at k * slot_size: in a host arena the
+ * block of lane l starts at l * slots * slot_size of the arena file; in a
+ * GPU arena each lane has an allocation of its own, exported by the IPC
+ * handle in its LaneMemory block.
  */
 #ifndef PXN_ABI_H_
 #define PXN_ABI_H_
@@ -45,7 +49,7 @@ namespace pxn {
 namespace abi {
 
 constexpr uint64_t kMagic      = 0x314e58505843556full; /* "oUCXPXN1" */
-constexpr uint32_t kAbiVersion = 4;
+constexpr uint32_t kAbiVersion = 5;
 constexpr size_t   kCacheLine  = 64;
 constexpr size_t   kNameMax    = 64;  /* NUL-terminated names */
 constexpr size_t   kHandleMax  = 128; /* arena export handle */
@@ -65,7 +69,8 @@ enum ProcessState : uint32_t {
 
 enum ArenaKind : uint32_t {
     kArenaHostShm = 1, /* handle: file name (NUL-terminated) in the registry */
-    kArenaCudaIpc = 2  /* handle: cudaIpcMemHandle_t (64 bytes) + device */
+    kArenaCudaIpc = 2  /* no arena-wide handle: GPU memory per lane, each
+                          exported in the lane's LaneMemory.handle */
 };
 
 /* How a lane incarnation began. */
@@ -150,6 +155,13 @@ struct alignas(kCacheLine) RelayCounters {
     uint64_t last_completion_ns; /* CLOCK_MONOTONIC of the last completion
                                     written; 0: none yet */
     uint64_t routes_active; /* routes (inner eps) held now, all lanes */
+    uint64_t lane_commits;  /* lane memories backed (file pages reserved, or
+                               GPU memory allocated, exported, registered) */
+    uint64_t lane_commit_ns; /* time spent backing them, on the engine
+                                thread (CLOCK_MONOTONIC) */
+    uint64_t warm_claims;   /* claims acknowledged on a lane whose memory was
+                               still backed */
+    uint64_t lanes_backed;  /* lanes with memory now (claimed or warm) */
 };
 
 struct alignas(kCacheLine) SenderCounters {
@@ -163,6 +175,9 @@ struct alignas(kCacheLine) SenderCounters {
     uint64_t gather_pieces; /* GPU pieces staged by the gather kernel */
     uint64_t last_completion_ns; /* CLOCK_MONOTONIC of the last completion
                                     reaped; 0: none yet */
+    uint64_t lane_open_ns;  /* claim to acknowledged and mapped, summed over
+                               the lanes opened */
+    uint64_t lane_map_ns;   /* of which mapping the lanes' slots */
 };
 
 struct ProcessCounters {
@@ -204,10 +219,31 @@ struct alignas(kCacheLine) LaneConsumer {
     uint8_t  reserved[36];
 };
 
+/*
+ * Written only by the relay: the memory of the lane's slots. The relay
+ * backs a lane before it acknowledges a claim (sync_owner) and keeps the
+ * memory while the lane is claimed; a free lane's memory stays for a
+ * while (warm) so that the next claim finds it. A claimer reads `backed`
+ * (acquire) to prefer warm lanes; the owner reads `handle` after it
+ * load-acquired consumer.lane_epoch == its lane epoch, and it stays valid
+ * until the owner releases the lane. Claims never write this block.
+ */
+struct alignas(kCacheLine) LaneMemory {
+    uint64_t gen;        /* new for every backing (relay-wide count); 0:
+                            never backed */
+    uint64_t size;       /* bytes of the backing: slots * slot_size */
+    uint32_t backed;     /* 1: the lane has memory now (claimed or warm) */
+    uint32_t reserved0;
+    uint8_t  handle[64]; /* GPU arena: cudaIpcMemHandle_t of the lane's
+                            slots (slot 0 at offset 0); host arena: zero */
+    uint8_t  reserved[40];
+};
+
 struct alignas(kCacheLine) LaneHeader {
     LaneOwner    owner;
     LaneProducer producer;
     LaneConsumer consumer;
+    LaneMemory   memory;
 };
 
 /*
@@ -297,9 +333,12 @@ static_assert(offsetof(ProcessHeader, heartbeat_ns) == 520, "ProcessHeader ABI")
 static_assert(sizeof(LaneOwner) == 64, "LaneOwner ABI");
 static_assert(sizeof(LaneProducer) == 64, "LaneProducer ABI");
 static_assert(sizeof(LaneConsumer) == 64, "LaneConsumer ABI");
-static_assert(sizeof(LaneHeader) == 192, "LaneHeader ABI");
+static_assert(sizeof(LaneMemory) == 128, "LaneMemory ABI");
+static_assert(offsetof(LaneMemory, handle) == 24, "LaneMemory ABI");
+static_assert(sizeof(LaneHeader) == 320, "LaneHeader ABI");
 static_assert(offsetof(LaneHeader, producer) == 64, "LaneHeader ABI");
 static_assert(offsetof(LaneHeader, consumer) == 128, "LaneHeader ABI");
+static_assert(offsetof(LaneHeader, memory) == 192, "LaneHeader ABI");
 static_assert(sizeof(RouteRequest) == 448, "RouteRequest ABI");
 static_assert(sizeof(RouteReply) == 320, "RouteReply ABI");
 static_assert(offsetof(RouteRequest, dev_addr) == 24, "RouteRequest ABI");

@@ -111,6 +111,7 @@ public:
     abi::LaneOwner &owner() const { return header().owner; }
     abi::LaneProducer &producer() const { return header().producer; }
     abi::LaneConsumer &consumer() const { return header().consumer; }
+    abi::LaneMemory &memory() const { return header().memory; }
 
     abi::RouteEntry &route(uint32_t index) const
     {

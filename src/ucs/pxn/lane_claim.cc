@@ -135,19 +135,27 @@ ucs_status_t claim_lane_locked(const ControlView &file,
         }
     }
 
-    int free_index = -1, dead_index = -1;
-    for (uint32_t i = 0; (i < lanes) && (free_index < 0); ++i) {
+    /* A free lane whose memory the relay still keeps (warm) first: its
+     * acknowledgement needs no new memory and the relay's own mapping of
+     * it is in place. */
+    int warm_index = -1, free_index = -1, dead_index = -1;
+    for (uint32_t i = 0; (i < lanes) && (warm_index < 0); ++i) {
         const LaneBlock lane = file.lane(i);
         if (load_acquire(lane.owner().state) != abi::kLaneClaimed) {
-            free_index = int(i);
-        } else if (dead_index < 0) {
+            if (load_acquire(lane.memory().backed) != 0) {
+                warm_index = int(i);
+            } else if (free_index < 0) {
+                free_index = int(i);
+            }
+        } else if ((dead_index < 0) && (free_index < 0)) {
             const ProcessIdentity owner = lane_owner(lane);
             if (!is_alive(owner.pid, owner.start_time)) {
                 dead_index = int(i);
             }
         }
     }
-    const int index = (free_index >= 0) ? free_index : dead_index;
+    const int index = (warm_index >= 0) ? warm_index :
+                      (free_index >= 0) ? free_index : dead_index;
     if (index < 0) {
         ucs_debug("pxn: relay pid %" PRIu32 " epoch %016" PRIx64 " has no free "
                   "lane (all %" PRIu32 " owned by live senders)", h.pid, h.epoch,

@@ -15,10 +15,13 @@
  * 1. The sender already owns a lane: the same lane is returned (`resumed`),
  *    with its lane epoch and counters unchanged, so that every endpoint of
  *    one sender incarnation through one relay shares that lane.
- * 2. Else the first FREE lane, else the first lane whose owner is dead (pid
- *    gone, zombie, or pid reused: start time differs) is reset for the
- *    sender. A sender that restarted is a new process, so its old lane is
- *    dead-owned and it gets a fresh lane epoch and reset counters.
+ * 2. Else the first FREE lane whose memory the relay still keeps
+ *    (LaneMemory.backed, a hint: the relay backs the lane anyway before it
+ *    acknowledges), else the first FREE lane, else the first lane whose
+ *    owner is dead (pid gone, zombie, or pid reused: start time differs) is
+ *    reset for the sender. A sender that restarted is a new process, so its
+ *    old lane is dead-owned and it gets a fresh lane epoch and reset
+ *    counters. A claim never writes the LaneMemory block.
  * 3. Else UCS_ERR_NO_RESOURCE: every lane is owned by a live sender.
  * renew_lane() gives the owner a new lane epoch on the lane it holds (the
  * seq wrap of seq.h, or recovery after an epoch mismatch). A renewal that

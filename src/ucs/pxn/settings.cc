@@ -157,6 +157,13 @@ ucs_status_t validate(const Settings &s, std::string *error)
         return out_of_range(error, "HEARTBEAT_TIMEOUT", s.heartbeat_timeout,
                             "must be a positive time");
     }
+    if (s.warm_lanes > kMaxLanes) {
+        return out_of_range(error, "WARM_LANES", s.warm_lanes, "must be 0..64");
+    }
+    if (!std::isfinite(s.lane_linger) || (s.lane_linger < 0)) {
+        return out_of_range(error, "LANE_LINGER", s.lane_linger,
+                            "must be a time, 0 or more");
+    }
     if (s.cuda_device < -1) {
         return out_of_range(error, "CUDA_DEVICE", s.cuda_device,
                             "must be a GPU index, or -1 for the current one");

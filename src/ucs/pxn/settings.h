@@ -22,7 +22,7 @@ namespace pxn {
  * never configured: lanes x slots x slot_size. */
 struct Geometry {
     uint32_t lanes     = 7;
-    uint32_t slots     = 18;
+    uint32_t slots     = 4;
     uint64_t slot_size = 8ull << 20;
     uint32_t max_plan  = 4096;
 
@@ -95,6 +95,9 @@ struct Settings {
     uint32_t                 routes            = 1024; /* relay's route table */
     double                   credit_timeout    = 1.0; /* seconds */
     double                   heartbeat_timeout = 3.0; /* seconds */
+    uint32_t                 warm_lanes        = 1;   /* kept backed while free */
+    double                   lane_linger       = 10.0; /* seconds a free lane
+                                                          keeps its memory */
     uint64_t                 relay_slice       = 0;   /* 0: inner limits only */
     uint64_t                 relay_slice_merge = 4096;
     uint64_t                 initial_seq       = 0; /* new lanes count from here */

@@ -217,7 +217,7 @@ ucs_status_t GpuArena::allocate(int gpu, size_t size)
 {
     const CudaDriver *cu = CudaDriver::get();
     if (cu == nullptr) {
-        ucs_error("pxn: a GPU arena needs a usable GPU");
+        ucs_debug("pxn: GPU memory for staging needs a usable GPU");
         return UCS_ERR_NO_DEVICE;
     }
     CUcontext ctx = cu->retain_primary(gpu);
@@ -229,8 +229,8 @@ ucs_status_t GpuArena::allocate(int gpu, size_t size)
     CUdeviceptr ptr;
     CUresult result = cu->cuMemAlloc(&ptr, size);
     if (result != CUDA_SUCCESS) {
-        ucs_error("pxn: cannot allocate the %zu-byte GPU arena on GPU %d: %s",
-                  size, gpu, cu->error(result));
+        ucs_debug("pxn: cannot allocate %zu bytes of staging memory on GPU %d: "
+                  "%s", size, gpu, cu->error(result));
         return UCS_ERR_NO_MEMORY;
     }
     ptr_ = ptr;
@@ -238,7 +238,8 @@ ucs_status_t GpuArena::allocate(int gpu, size_t size)
     CUipcMemHandle handle;
     result = cu->cuIpcGetMemHandle(&handle, ptr);
     if (result != CUDA_SUCCESS) {
-        ucs_error("pxn: cannot export the GPU arena: %s", cu->error(result));
+        ucs_debug("pxn: cannot export staging memory on GPU %d "
+                  "(cuIpcGetMemHandle): %s", gpu, cu->error(result));
         return UCS_ERR_IO_ERROR;
     }
     memcpy(handle_, &handle, sizeof(handle));
@@ -280,7 +281,7 @@ GpuScope::~GpuScope() = default;
 
 ucs_status_t GpuArena::allocate(int, size_t)
 {
-    ucs_error("pxn: a GPU arena needs a build with the CUDA backend");
+    ucs_debug("pxn: GPU staging memory needs a build with the CUDA backend");
     return UCS_ERR_UNSUPPORTED;
 }
 

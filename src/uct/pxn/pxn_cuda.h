@@ -52,6 +52,7 @@ namespace uct {
     _(cuCtxGetDevice) \
     _(cuMemAlloc) \
     _(cuMemFree) \
+    _(cuMemGetInfo) \
     _(cuMemGetAddressRange) \
     _(cuMemcpy) \
     _(cuMemcpyAsync) \
@@ -177,9 +178,10 @@ private:
     bool pushed_ = false;
 };
 
-/* GPU memory exported by CUDA IPC (a relay's arena), allocated in the
- * primary context of its GPU (pushed for the call) and freed with the
- * object. Without the CUDA backend allocate() returns UCS_ERR_UNSUPPORTED. */
+/* GPU memory exported by CUDA IPC (the slots of one lane of a relay's
+ * arena), allocated in the primary context of its GPU (pushed for the
+ * call) and freed with the object. Without the CUDA backend allocate()
+ * returns UCS_ERR_UNSUPPORTED. */
 class GpuArena {
 public:
     GpuArena() = default;
@@ -187,7 +189,8 @@ public:
     GpuArena(const GpuArena&) = delete;
     GpuArena &operator=(const GpuArena&) = delete;
 
-    /* Logs the cause of a failure. */
+    /* The cause of a failure is a debug line: the caller says what it
+     * means. UCS_ERR_NO_MEMORY: the GPU has no room. */
     ucs_status_t allocate(int gpu, size_t size);
     uint8_t     *base() const { return reinterpret_cast<uint8_t*>(ptr_); }
     bool         valid() const { return ptr_ != 0; }

@@ -25,6 +25,9 @@ LaneControl::LaneControl(Registry *registry, std::unique_ptr<PeerMapping> mappin
 LaneControl::~LaneControl()
 {
     if (held_) {
+        if (before_release_) {
+            before_release_();
+        }
         mapping_->release_lane(self_, claim_.index);
     }
 }
@@ -159,6 +162,9 @@ void LaneControl::fail(ucs_status_t status)
     failure_ = status;
     /* The relay must not wait for doorbells that will never come; a busy
      * registry lock leaves the release to the destructor. */
+    if (held_ && before_release_) {
+        before_release_();
+    }
     if (held_ && (mapping_->release_lane(self_, claim_.index,
                                          Registry::LockWait::kTry) == UCS_OK)) {
         held_ = false;

@@ -41,6 +41,7 @@
 #include <ucs/pxn/wakeup.h>
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -79,6 +80,12 @@ public:
     /* Starts a renewal under a new lane epoch that keeps routes and rkeys
      * (the seq wrap). Precondition: ready(), everything reaped. */
     void         renew();
+    /* Runs right before the lane is given back (failure or destruction):
+     * whatever still maps its slots lets go of them first. */
+    void         on_release(std::function<void()> hook)
+    {
+        before_release_ = std::move(hook);
+    }
 
     const PeerInfo  &relay() const { return mapping_->info(); }
     PeerMapping     &mapping() const { return *mapping_; }
@@ -143,6 +150,7 @@ private:
     ucs_status_t                 failure_ = UCS_OK;
     LaneClaim                    claim_;
     bool                         held_    = false;
+    std::function<void()>        before_release_;
     LaneBlock                    block_;
     SenderWakeup                 wakeup_;
     uint64_t                     deadline_ns_      = 0; /* claim or ack */

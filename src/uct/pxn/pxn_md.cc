@@ -140,20 +140,33 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      "it at once (one per other GPU of an 8-GPU node). 1..64.",
      ucs_offsetof(uct_pxn_md_config_t, lanes), UCS_CONFIG_TYPE_ULONG},
 
-    {"SLOTS", "18",
+    {"SLOTS", "4",
      "Staging slots per lane (K): pieces a sender may have in flight on one\n"
      "lane. 1..4096.",
      ucs_offsetof(uct_pxn_md_config_t, slots), UCS_CONFIG_TYPE_ULONG},
 
     {"SLOT_SIZE", "8M",
      "Bytes per staging slot (S), the largest piece. The staging arena is\n"
-     "LANES x SLOTS x SLOT_SIZE bytes (1008 MiB by default). 4K..1G, a\n"
-     "multiple of 64.",
+     "LANES x SLOTS x SLOT_SIZE bytes at most (224 MiB by default): a lane\n"
+     "has memory only while it is claimed or warm. 4K..1G, a multiple of 64.",
      ucs_offsetof(uct_pxn_md_config_t, slot_size), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"MAX_PLAN", "4096",
      "Most segments one piece may carry. 1..65536.",
      ucs_offsetof(uct_pxn_md_config_t, max_plan), UCS_CONFIG_TYPE_ULONG},
+
+    {"WARM_LANES", "1",
+     "Free lanes whose slots a relay keeps backed (host pages reserved and\n"
+     "mapped, or GPU memory allocated and exported), backing them ahead of\n"
+     "any claim: a new sender's claim then needs no new memory. 0: lanes get\n"
+     "memory only when claimed. 0..64.",
+     ucs_offsetof(uct_pxn_md_config_t, warm_lanes), UCS_CONFIG_TYPE_ULONG},
+
+    {"LANE_LINGER", "10s",
+     "How long a relay keeps the memory of a lane that became free, beyond\n"
+     "WARM_LANES, for the next claim; then it goes back (host pages punched\n"
+     "out, GPU memory freed).",
+     ucs_offsetof(uct_pxn_md_config_t, lane_linger), UCS_CONFIG_TYPE_TIME},
 
     {"INFLIGHT_DEPTH", "4",
      "Pieces a relay forwards at once over its network hop, over all lanes.\n"
@@ -267,6 +280,7 @@ ucs_status_t uct_pxn_md_settings(const uct_pxn_md_config_t *config,
         {"LANES", config->lanes, &settings->geometry.lanes},
         {"SLOTS", config->slots, &settings->geometry.slots},
         {"MAX_PLAN", config->max_plan, &settings->geometry.max_plan},
+        {"WARM_LANES", config->warm_lanes, &settings->warm_lanes},
         {"INFLIGHT_DEPTH", config->inflight_depth, &settings->inflight_depth},
         {"ROUTES", config->routes, &settings->routes}};
     pxn::Settings &s = *settings;
@@ -297,6 +311,7 @@ ucs_status_t uct_pxn_md_settings(const uct_pxn_md_config_t *config,
     s.geometry.slot_size = config->slot_size;
     s.credit_timeout     = config->credit_timeout;
     s.heartbeat_timeout  = config->heartbeat_timeout;
+    s.lane_linger        = config->lane_linger;
     s.initial_seq        = config->initial_seq;
     s.relay_slice        = config->relay_slice;
     s.relay_slice_merge  = config->relay_slice_merge;

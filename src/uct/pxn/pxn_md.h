@@ -42,6 +42,8 @@ typedef struct uct_pxn_md_config {
     unsigned long            slots;
     size_t                   slot_size;
     unsigned long            max_plan;
+    unsigned long            warm_lanes;
+    double                   lane_linger;
     unsigned long            inflight_depth;
     unsigned long            routes;
     double                   credit_timeout;

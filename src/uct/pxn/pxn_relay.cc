@@ -18,8 +18,6 @@ ucs_status_t Relay::create(const Params &params, const Settings &settings,
     relay->net_        = net;
     relay->entry_      = params.entry;
     relay->registry_   = params.registry;
-    relay->arena_      = params.arena;
-    relay->memh_       = params.arena_memh;
     relay->geometry_   = settings.geometry;
     relay->counters_   = &reinterpret_cast<abi::ProcessCounters*>(
                                  params.entry->view().base +
@@ -102,6 +100,7 @@ void Relay::drop_lane(Lane &lane)
     if (lane.committed && release_lane_) {
         release_lane_(lane.index);
     }
+    lane.slots         = LaneSlots();
     lane.committed     = false;
     lane.refused       = false;
     lane.stalled_since = 0;
@@ -145,7 +144,8 @@ unsigned Relay::sync_owner(Lane &lane)
     }
     ucs_status_t ack = UCS_OK;
     if (!lane.committed) {
-        ack            = commit_lane_ ? commit_lane_(lane.index) : UCS_OK;
+        ack            = commit_lane_ ? commit_lane_(lane.index, &lane.slots) :
+                                        UCS_OK;
         lane.committed = (ack == UCS_OK);
     }
     lane.refused                = (ack != UCS_OK);
@@ -366,8 +366,7 @@ unsigned Relay::start_piece(Lane &lane)
     piece->epoch     = lane.epoch;
     piece->status    = UCS_OK;
     piece->route     = route;
-    piece->slot_base = slot_offset(lane.index, slot, geometry_.slots,
-                                   geometry_.slot_size);
+    piece->slot_base = uint64_t(slot) * geometry_.slot_size;
     piece->rkeys     = 0;
     for (uint32_t i = 0; i < piece->snapshot.header().plan_count; ++i) {
         piece->rkeys |= 1ull << piece->snapshot.plans()[i].rkey_index;
@@ -402,9 +401,9 @@ void Relay::post(Piece &piece)
            (piece.has_op || piece.slicer.next(&piece.op))) {
         piece.has_op = true;
         uct_iov_t iov;
-        iov.buffer   = arena_ + piece.slot_base + piece.op.slot_offset;
+        iov.buffer   = lane.slots.base + piece.slot_base + piece.op.slot_offset;
         iov.length   = piece.op.length;
-        iov.memh     = memh_;
+        iov.memh     = lane.slots.memh;
         iov.stride   = 0;
         iov.count    = 1;
         const uct_rkey_t rkey = lane.rkeys[piece.op.rkey_index].bundle.rkey;

@@ -30,6 +30,7 @@
 #ifndef PXN_UCT_PXN_RELAY_H_
 #define PXN_UCT_PXN_RELAY_H_
 
+#include "pxn_relay_arena.h"
 #include "pxn_relay_routes.h"
 
 #include <ucs/pxn/control_file.h>
@@ -50,18 +51,18 @@ class Relay {
 public:
     static constexpr uint64_t kStallNs = 100000000; /* 100 ms */
 
-    /* The memory of a lane's slots: committed before a new claim is
-     * acknowledged (an error becomes the acknowledgement's status, and the
-     * sender gives the lane back), released when the lane is free again. */
-    using CommitLane  = std::function<ucs_status_t(uint32_t lane)>;
+    /* The memory of a lane's slots (pxn_relay_arena.h): committed before a
+     * new claim is acknowledged (an error becomes the acknowledgement's
+     * status, and the sender gives the lane back), released when the lane
+     * is free again or changes hands. */
+    using CommitLane  = std::function<ucs_status_t(uint32_t lane,
+                                                   LaneSlots *slots)>;
     using ReleaseLane = std::function<void(uint32_t lane)>;
 
     struct Params {
         Net                   *net;
         RegistryEntry         *entry;
         Registry              *registry; /* frees lanes of dead owners */
-        uint8_t               *arena;    /* geometry.arena_size() bytes */
-        uct_mem_h              arena_memh;
         RouteTable::LocalCheck is_local;
         CommitLane             commit_lane;
         ReleaseLane            release_lane;
@@ -104,6 +105,7 @@ private:
         Rkey                  rkeys[abi::kMaxRkeys];
         uint64_t              stalled_since = 0; /* head > doorbell since */
         uint64_t              next_owner_check = 0;
+        LaneSlots             slots;             /* while committed */
         bool                  committed = false; /* slots' memory */
         bool                  refused   = false; /* acknowledged unusable */
     };
@@ -114,7 +116,8 @@ private:
         Lane              *lane   = nullptr;
         uint64_t           seq    = 0;
         uint64_t           epoch  = 0;
-        uint64_t           slot_base = 0; /* offset of the slot in the arena */
+        uint64_t           slot_base = 0; /* offset of the slot in the lane's
+                                             memory */
         uint32_t           route  = 0;
         uint64_t           rkeys  = 0;    /* bit k: holds lane rkey k */
         DescriptorSnapshot snapshot;
@@ -151,8 +154,6 @@ private:
     Net                        *net_      = nullptr;
     RegistryEntry              *entry_    = nullptr;
     Registry                   *registry_ = nullptr;
-    uint8_t                    *arena_    = nullptr;
-    uct_mem_h                   memh_     = nullptr;
     Geometry                    geometry_;
     SlicePolicy                 policy_{};
     std::unique_ptr<RouteTable> routes_;

@@ -6,15 +6,16 @@
  * ifaces opened on that device). The process's Node creates one per home
  * rail and drives it from its engine thread.
  *
- * Start-up order: registry entry (INIT), arena (registered with the inner
- * md), wakeup, relay engine, publication (READY). Shutdown is the reverse:
- * CLOSING, in-flight inner operations drained (bounded), entry removed.
- * Any failure before publication leaves nothing behind.
+ * Start-up order: registry entry (INIT), arena (pxn_relay_arena.h: lanes
+ * get memory only when claimed, or as warm spares), wakeup, relay engine,
+ * publication (READY). Shutdown is the reverse: CLOSING, in-flight inner
+ * operations drained (bounded), lane memory freed, entry removed. Any
+ * failure before publication leaves nothing behind.
  *
- * Arena: a shared-memory file, or GPU memory exported by CUDA IPC (on the
- * process's own GPU: UCX_PXN_ARENA=cuda, or auto with an inner md that
- * registers GPU memory). GPU allocations run in the primary context of
- * that GPU, pushed for the call, so no thread's current context changes.
+ * Arena: a shared-memory file, or GPU memory exported by CUDA IPC per lane
+ * (on the process's own GPU: UCX_PXN_ARENA=cuda, or auto with an inner md
+ * that registers GPU memory). GPU allocations run in the primary context
+ * of that GPU, pushed for the call, so no thread's current context changes.
  *
  * Threading: open() and the destructor run on whichever thread the Node
  * uses (an iface's, or its engine thread); progress() and heartbeat() on
@@ -23,8 +24,8 @@
 #ifndef PXN_UCT_PXN_RELAY_SERVICE_H_
 #define PXN_UCT_PXN_RELAY_SERVICE_H_
 
-#include "pxn_cuda.h"
 #include "pxn_relay.h"
+#include "pxn_relay_arena.h"
 
 #include <ucs/pxn/os_resource.h>
 #include <ucs/pxn/registry.h>
@@ -61,7 +62,8 @@ public:
     const std::string &rail() const { return rail_; }
     const std::string &device() const { return device_; }
     Net               &net() const { return *net_; }
-    bool               gpu_arena() const { return gpu_arena_.valid(); }
+    bool               gpu_arena() const { return arena_->gpu(); }
+    const RelayArena  &arena() const { return *arena_; }
     abi::ProcessCounters &counters() const
     {
         return *reinterpret_cast<abi::ProcessCounters*>(entry_->view().base +
@@ -69,8 +71,22 @@ public:
     }
     const RegistryEntry &entry() const { return *entry_; }
 
+    /* Relay work must have paused this long before the arena's upkeep
+     * (warm lanes backed ahead of claims, lingering ones freed) takes the
+     * engine thread: never between the pieces of a transfer. */
+    static constexpr uint64_t kQuietNs = 50000000; /* 50 ms */
+
     /* Engine thread, Net lock held. */
-    unsigned progress() { return relay_->progress(); }
+    unsigned progress()
+    {
+        const unsigned work = relay_->progress();
+        const uint64_t now  = monotonic_ns();
+        if (work != 0) {
+            last_work_ns_ = now;
+            return work;
+        }
+        return (now - last_work_ns_ >= kQuietNs) ? arena_->tend(now) : 0;
+    }
     bool     has_work() const { return relay_->has_work(); }
     unsigned inflight() const { return relay_->inflight(); }
     void     heartbeat(uint64_t now_ns);
@@ -78,29 +94,18 @@ public:
 
 private:
     RelayService() = default;
-    ucs_status_t create_arena(const Settings &settings, bool gpu);
-    void         free_arena();
-    /* Engine thread: the memory of lane `lane`'s slots (host arena:
-     * reserved in the file, so no touch of it can fault; freed again). */
-    ucs_status_t commit_lane(uint32_t lane);
-    void         release_lane(uint32_t lane);
 
     std::string                    rail_;
     std::string                    device_;
     std::shared_ptr<Net>           net_;
     Registry                      *registry_ = nullptr;
     std::unique_ptr<RegistryEntry> entry_;
-    SharedMapping                  arena_;          /* host arena */
-    UniqueFd                       arena_fd_;       /* its file */
-    Geometry                       geometry_;
-    GpuArena                       gpu_arena_;      /* or this */
-    uint8_t                       *arena_base_ = nullptr;
-    uint64_t                       arena_size_ = 0;
+    std::unique_ptr<RelayArena>    arena_;
     int                            gpu_        = -1;
-    uct_mem_h                      arena_memh_ = UCT_MEM_HANDLE_NULL;
     RelayWakeup                    wakeup_;
     std::unique_ptr<Relay>         relay_;
     uint64_t                       next_heartbeat_ns_ = 0;
+    uint64_t                       last_work_ns_      = 0; /* relay work */
 };
 
 } // namespace uct

@@ -62,7 +62,15 @@ SendLane::SendLane(Registry *registry, std::unique_ptr<PeerMapping> mapping,
     credit_timeout_ns_(uint64_t(settings.credit_timeout * 1e9)),
     counters_(counters)
 {
-    rail_hash_ = pxn::rail_hash(control_.relay().rail);
+    rail_hash_    = pxn::rail_hash(control_.relay().rail);
+    open_start_ns_ = monotonic_ns();
+    /* The relay may reuse or free the slots' memory once the lane is free:
+     * copies into it end, and its mapping goes, before that. */
+    control_.on_release([this] {
+        if (stager_ != nullptr) {
+            stager_->close();
+        }
+    });
 }
 
 SendLane::~SendLane()
@@ -70,7 +78,9 @@ SendLane::~SendLane()
     if (counted_) {
         count(counters_->lanes, uint64_t(-1));
     }
-    /* The stager (GPU streams) goes before the lane is released. */
+    /* The stager (GPU streams, the lane's memory) goes before the lane is
+     * released; the hook would outlive it. */
+    control_.on_release(nullptr);
     stager_.reset();
 }
 
@@ -96,7 +106,14 @@ ucs_status_t SendLane::start(bool renewed)
     published_ = claim.initial_seq;
     read_      = claim.initial_seq;
     records_.resize(geometry_.slots);
-    stager_->ready();
+    const uint64_t map_start = monotonic_ns();
+    status = stager_->ready();
+    if (status != UCS_OK) {
+        return status;
+    }
+    const uint64_t now = monotonic_ns();
+    count(counters_->lane_map_ns, now - map_start);
+    count(counters_->lane_open_ns, now - open_start_ns_);
     counted_ = true;
     count(counters_->lanes);
     return UCS_OK;
@@ -535,13 +552,15 @@ unsigned SendLane::progress()
             }
             return 1;
         }
-        case LaneControl::Event::kReady:
-            if (start(renewing) != UCS_OK) {
-                fail_all(UCS_ERR_NO_MEMORY);
+        case LaneControl::Event::kReady: {
+            const ucs_status_t status = start(renewing);
+            if (status != UCS_OK) {
+                fail_all(status);
                 return 1;
             }
             ++work;
             break;
+        }
         case LaneControl::Event::kFailed:
             fail_all(control_.failure());
             return 1;
@@ -553,6 +572,10 @@ unsigned SendLane::progress()
         }
     } else {
         control_.progress();
+        if (control_.failed()) {
+            fail_all(control_.failure()); /* its stager is closed */
+            return 1;
+        }
     }
     if (failed_) {
         return work;

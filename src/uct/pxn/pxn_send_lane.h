@@ -208,6 +208,7 @@ private:
 
     PieceBuilder                  builder_;
     uint64_t                      open_since_ns_ = 0;
+    uint64_t                      open_start_ns_ = 0; /* the lane's claim */
 
     std::vector<SlotRecord>       records_;
     std::deque<SendRequest*>      queue_;

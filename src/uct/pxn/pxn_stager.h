@@ -9,6 +9,11 @@
  *     piece's segments, copies them at commit on a stream (copy engine or
  *     gather kernel) and rings the doorbell from the GPU after the copy.
  *
+ * Contract, per lane: open() when the lane is claimed (no slot memory yet),
+ * ready() once the relay acknowledged the claim (the lane's slots have
+ * memory then: map it), close() before the lane is given back (nothing may
+ * touch the slots afterwards: the relay reuses or frees their memory).
+ *
  * Contract, per slot (the sender holds the slot's ring credit):
  *   add()/pack_area()+packed()   the bytes of the open piece, in order
  *   commit(seq, slot, op)        the doorbell of seq is rung once the
@@ -60,8 +65,12 @@ public:
     virtual ~Stager() = default;
 
     /* The relay acknowledged the lane (its slots' memory is committed):
-     * map what the data path will touch, on the control path. */
-    virtual void ready() {}
+     * map what the data path will touch, on the control path. An error
+     * fails the lane. */
+    virtual ucs_status_t ready() { return UCS_OK; }
+    /* The lane is about to be given back: let copies into its slots end
+     * and unmap what only this lane used. Idempotent. */
+    virtual void close() {}
 
     /* `length` bytes of `src` at `offset` of the open piece of `slot`. */
     virtual void add(uint32_t slot, const void *src, uint64_t offset,

@@ -40,10 +40,10 @@ ucs_status_t CudaStager::open(const Params &params, std::unique_ptr<Stager> *sta
     options.gpu_doorbell = s.gpu_doorbell;
     options.gather_ctas  = s.gather_ctas;
     std::unique_ptr<CudaStager> cuda;
-    ucs_status_t status = open(params.mapping->info().arena_handle.data(), gpu,
-                               params.lane, s.geometry, params.producer,
-                               options, &cuda);
+    ucs_status_t status = create(gpu, s.geometry, params.producer, options,
+                                 &cuda);
     if (status == UCS_OK) {
+        cuda->lane_memory_ = &params.mapping->lane(params.lane).memory();
         *stager = std::move(cuda);
     }
     return status;
@@ -55,13 +55,29 @@ ucs_status_t CudaStager::open(const uint8_t *ipc_handle, int gpu, uint32_t lane,
                               const Options &options,
                               std::unique_ptr<CudaStager> *stager_p)
 {
+    std::unique_ptr<CudaStager> s;
+    ucs_status_t status = create(gpu, geometry, producer, options, &s);
+    if (status == UCS_OK) {
+        status = s->open_memory(ipc_handle, slot_offset(lane, 0, geometry.slots,
+                                                        geometry.slot_size));
+    }
+    if (status == UCS_OK) {
+        *stager_p = std::move(s);
+    }
+    return status;
+}
+
+ucs_status_t CudaStager::create(int gpu, const Geometry &geometry,
+                                abi::LaneProducer *producer,
+                                const Options &options,
+                                std::unique_ptr<CudaStager> *stager_p)
+{
     std::unique_ptr<CudaStager> s(new CudaStager());
     s->cu_        = CudaDriver::get();
     s->options_   = options;
     s->producer_  = producer;
     s->slot_size_ = geometry.slot_size;
     s->max_plan_  = geometry.max_plan;
-    s->lane_base_ = slot_offset(lane, 0, geometry.slots, geometry.slot_size);
     s->gpu_       = gpu;
     if (s->cu_ == nullptr) {
         return UCS_ERR_UNSUPPORTED;
@@ -73,11 +89,6 @@ ucs_status_t CudaStager::open(const uint8_t *ipc_handle, int gpu, uint32_t lane,
     }
     ContextScope scope(cu_, s->ctx_);
 
-    CUipcMemHandle handle;
-    memcpy(&handle, ipc_handle, sizeof(handle));
-    PXN_CU_CHECK(cu_->cuIpcOpenMemHandle(&s->arena_, handle,
-                                         CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
-                 "opening the relay's arena (cuIpcOpenMemHandle)");
     PXN_CU_CHECK(cu_->cuStreamCreate(&s->stream_, CU_STREAM_NON_BLOCKING),
                  "cuStreamCreate");
 
@@ -99,6 +110,54 @@ ucs_status_t CudaStager::open(const uint8_t *ipc_handle, int gpu, uint32_t lane,
               s->gather_ ? "gather kernel" : "copy engine only");
     *stager_p = std::move(s);
     return UCS_OK;
+}
+
+ucs_status_t CudaStager::open_memory(const uint8_t *ipc_handle,
+                                     uint64_t lane_base)
+{
+    ContextScope scope(cu_, ctx_);
+    CUipcMemHandle handle;
+    memcpy(&handle, ipc_handle, sizeof(handle));
+    PXN_CU_CHECK(cu_->cuIpcOpenMemHandle(&arena_, handle,
+                                         CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+                 "opening a relay lane's memory (cuIpcOpenMemHandle)");
+    lane_base_ = lane_base;
+    return UCS_OK;
+}
+
+/* The relay wrote the handle before its acknowledgement, which the lane
+ * load-acquired: a private copy is current. */
+ucs_status_t CudaStager::ready()
+{
+    if ((lane_memory_ == nullptr) || (arena_ != 0)) {
+        return UCS_OK;
+    }
+    uint8_t handle[sizeof(CUipcMemHandle)];
+    static_assert(sizeof(handle) <= sizeof(lane_memory_->handle), "IPC handle");
+    memcpy(handle, lane_memory_->handle, sizeof(handle));
+    if (abi::load_relaxed(lane_memory_->size) <
+        uint64_t(nsegs_.size()) * slot_size_) {
+        ucs_error("pxn: a relay lane's memory is smaller than its slots");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return open_memory(handle, 0);
+}
+
+/* Copies into and out of the lane's slots end before the relay may reuse
+ * or free their memory. */
+void CudaStager::close()
+{
+    if ((cu_ == nullptr) || (ctx_ == nullptr) || (arena_ == 0)) {
+        return;
+    }
+    ContextScope scope(cu_, ctx_);
+    for (CUstream stream : {stream_, doorbell_stream_, out_stream_}) {
+        if (stream != nullptr) {
+            cu_->cuStreamSynchronize(stream);
+        }
+    }
+    cu_->cuIpcCloseMemHandle(arena_);
+    arena_ = 0;
 }
 
 /* Registers the page of the producer block and tries one write of the
@@ -184,6 +243,7 @@ CudaStager::~CudaStager()
         }
         if (arena_ != 0) {
             cu_->cuIpcCloseMemHandle(arena_);
+            arena_ = 0;
         }
     }
     CUdevice dev;

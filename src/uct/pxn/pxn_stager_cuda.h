@@ -27,6 +27,14 @@
  * H200 although it works); without it, progress() stores the doorbell from
  * the CPU once cuEventQuery says the copy is done.
  *
+ * Memory: each lane of a GPU arena is an allocation of its own, exported by
+ * the CUDA IPC handle the relay writes into the lane's LaneMemory block
+ * before it acknowledges the claim: open() (at the claim) prepares streams,
+ * tables and the kernel; ready() (after the acknowledgement) opens the
+ * handle; close() (before the lane is given back) waits for the lane's
+ * streams and closes it, so the relay never frees memory still mapped here
+ * (undefined behaviour for CUDA IPC).
+ *
  * Context: the primary context of this process's GPU (the one current when
  * the lane opens, else the GPU pxn knows the process uses), pushed around
  * each driver call and popped again: the application's own current
@@ -80,15 +88,20 @@ public:
         unsigned   gather_ctas  = 32; /* grid bound of a gather launch */
     };
 
-    /* Opens lane `lane` of the arena exported as `ipc_handle`, staging from
-     * GPU `gpu` (the stage bench uses this directly). */
+    /* Opens lane `lane` of memory exported as `ipc_handle` that holds the
+     * slots of lanes 0.. one after another, staging from GPU `gpu`, ready
+     * at once (the stage bench uses this directly). */
     static ucs_status_t open(const uint8_t *ipc_handle, int gpu, uint32_t lane,
                              const Geometry &geometry,
                              abi::LaneProducer *producer,
                              const Options &options,
                              std::unique_ptr<CudaStager> *stager);
+    /* A claimed lane of a relay's GPU arena; its memory opens in ready(). */
     static ucs_status_t open(const Params &params, std::unique_ptr<Stager> *stager);
     ~CudaStager() override;
+
+    ucs_status_t ready() override;
+    void         close() override;
 
     /* Device address of a slot in this process. */
     uint8_t *slot(uint32_t slot) const
@@ -136,6 +149,13 @@ private:
     };
 
     CudaStager() = default;
+    /* Everything but the slots' memory. */
+    static ucs_status_t create(int gpu, const Geometry &geometry,
+                               abi::LaneProducer *producer,
+                               const Options &options,
+                               std::unique_ptr<CudaStager> *stager);
+    /* Maps the memory of `ipc_handle`; slot 0 of the lane at `lane_base`. */
+    ucs_status_t open_memory(const uint8_t *ipc_handle, uint64_t lane_base);
     ucs_status_t load_kernel();
     void         try_gpu_doorbell();
     /* The shape of a piece bound for `dst`: memory type of each source
@@ -155,8 +175,9 @@ private:
     CUcontext          ctx_      = nullptr; /* retained primary context */
     int                gpu_      = -1;
     Options            options_;
-    CUdeviceptr        arena_    = 0;
+    CUdeviceptr        arena_    = 0;    /* the lane's memory, opened */
     uint64_t           lane_base_ = 0; /* offset of slot 0 of our lane */
+    const abi::LaneMemory *lane_memory_ = nullptr; /* its handle (relay) */
     uint64_t           slot_size_ = 0;
     uint32_t           max_plan_  = 0;
     CUstream           stream_   = nullptr;

@@ -39,12 +39,13 @@ ucs_status_t HostStager::open(const Params &params, std::unique_ptr<Stager> *sta
  * data path) can meet a full file system: a first touch only maps a page
  * that exists. A kernel without MADV_POPULATE_WRITE (< 5.14) maps them on
  * first use instead. */
-void HostStager::ready()
+ucs_status_t HostStager::ready()
 {
     const size_t bytes = size_t(slots_) * slot_size_;
     if (madvise(lane_base_, bytes, MADV_POPULATE_WRITE) != 0) {
         ucs_debug("pxn: MADV_POPULATE_WRITE of a lane's slots: %m");
     }
+    return UCS_OK;
 }
 
 void HostStager::add(uint32_t slot, const void *src, uint64_t offset,

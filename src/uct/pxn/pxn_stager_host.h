@@ -18,7 +18,7 @@ class HostStager final : public Stager {
 public:
     static ucs_status_t open(const Params &params, std::unique_ptr<Stager> *stager);
 
-    void ready() override;
+    ucs_status_t ready() override;
     void add(uint32_t slot, const void *src, uint64_t offset,
              uint64_t length) override;
     uint8_t *pack_area(uint32_t slot, uint64_t offset, size_t) override

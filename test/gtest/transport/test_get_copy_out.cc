@@ -28,7 +28,8 @@ public:
     {
     }
 
-    void ready() override { inner_->ready(); }
+    ucs_status_t ready() override { return inner_->ready(); }
+    void         close() override { inner_->close(); }
     void add(uint32_t slot, const void *src, uint64_t offset,
              uint64_t length) override
     {

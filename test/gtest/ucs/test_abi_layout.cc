@@ -23,7 +23,7 @@ namespace abi = pxn::abi;
 TEST(AbiLayout, ConstantsArePinned)
 {
     EXPECT_EQ(0, std::memcmp(&abi::kMagic, "oUCXPXN1", 8));
-    EXPECT_EQ(4u, abi::kAbiVersion);
+    EXPECT_EQ(5u, abi::kAbiVersion);
     EXPECT_EQ(1u, abi::kLaneKeepRoutes);
     EXPECT_EQ(64u, abi::kCacheLine);
     EXPECT_EQ(64u, abi::kNameMax);
@@ -104,6 +104,12 @@ TEST(AbiLayout, CountersSitBetweenHeaderAndLanes)
     EXPECT_EQ(24u, offsetof(abi::RelayCounters, rejected));
     EXPECT_EQ(56u, offsetof(abi::RelayCounters, inflight));
     EXPECT_EQ(72u, offsetof(abi::RelayCounters, routes_active));
+    EXPECT_EQ(80u, offsetof(abi::RelayCounters, lane_commits));
+    EXPECT_EQ(88u, offsetof(abi::RelayCounters, lane_commit_ns));
+    EXPECT_EQ(96u, offsetof(abi::RelayCounters, warm_claims));
+    EXPECT_EQ(104u, offsetof(abi::RelayCounters, lanes_backed));
+    EXPECT_EQ(72u, offsetof(abi::SenderCounters, lane_open_ns));
+    EXPECT_EQ(80u, offsetof(abi::SenderCounters, lane_map_ns));
     EXPECT_EQ(16u, offsetof(abi::SenderCounters, credit_stalls));
     EXPECT_EQ(40u, offsetof(abi::SenderCounters, fallback_bytes));
     EXPECT_EQ(48u, offsetof(abi::SenderCounters, lanes));
@@ -142,12 +148,21 @@ TEST(AbiLayout, LaneHeaderBlocks)
     EXPECT_FIELD(LaneConsumer, ack_status, 24, 4);
     EXPECT_FIELD(LaneConsumer, reserved, 28, 36);
 
-    /* Owner, producer and consumer never share a cache line. */
-    EXPECT_EQ(192u, sizeof(abi::LaneHeader));
+    EXPECT_EQ(128u, sizeof(abi::LaneMemory));
+    EXPECT_FIELD(LaneMemory, gen, 0, 8);
+    EXPECT_FIELD(LaneMemory, size, 8, 8);
+    EXPECT_FIELD(LaneMemory, backed, 16, 4);
+    EXPECT_FIELD(LaneMemory, reserved0, 20, 4);
+    EXPECT_FIELD(LaneMemory, handle, 24, 64);
+    EXPECT_FIELD(LaneMemory, reserved, 88, 40);
+
+    /* Owner, producer, consumer and memory never share a cache line. */
+    EXPECT_EQ(320u, sizeof(abi::LaneHeader));
     EXPECT_EQ(64u, alignof(abi::LaneHeader));
     EXPECT_FIELD(LaneHeader, owner, 0, 64);
     EXPECT_FIELD(LaneHeader, producer, 64, 64);
     EXPECT_FIELD(LaneHeader, consumer, 128, 64);
+    EXPECT_FIELD(LaneHeader, memory, 192, 128);
 }
 
 TEST(AbiLayout, RouteEntry)
@@ -217,36 +232,36 @@ TEST(AbiLayout, DefaultLaneLayout)
 {
     const pxn::Geometry   g;
     const abi::LaneLayout l = abi::lane_layout(g.slots, g.max_plan);
-    EXPECT_EQ(192u, l.routes);
-    EXPECT_EQ(192u + 16 * 768, l.rkeys);                  /* 12480 */
-    EXPECT_EQ(12480u + 64 * 256, l.completions);          /* 28864 */
-    EXPECT_EQ(28864u + 320, l.descriptors);               /* 18 x 16 -> 320 */
+    EXPECT_EQ(320u, l.routes);
+    EXPECT_EQ(320u + 16 * 768, l.rkeys);                  /* 12608 */
+    EXPECT_EQ(12608u + 64 * 256, l.completions);          /* 28992 */
+    EXPECT_EQ(28992u + 64, l.descriptors);                /* 4 x 16 -> 64 */
     EXPECT_EQ(64u + 4096 * 16, l.desc_stride);            /* 65600 */
-    EXPECT_EQ(296u * 4096, l.lane_stride);                /* 1212416 */
-    EXPECT_LE(l.descriptors + 18 * l.desc_stride, l.lane_stride);
+    EXPECT_EQ(72u * 4096, l.lane_stride);                 /* 294912 */
+    EXPECT_LE(l.descriptors + 4 * l.desc_stride, l.lane_stride);
 
     /* Control file: header page + 7 lanes. */
-    EXPECT_EQ(8491008u, abi::kLaneOffset + g.lanes * l.lane_stride);
+    EXPECT_EQ(2068480u, abi::kLaneOffset + g.lanes * l.lane_stride);
 }
 
-TEST(AbiLayout, DefaultGeometryGives1008MiBArena)
+TEST(AbiLayout, DefaultGeometryGives224MiBArena)
 {
     const pxn::Geometry g;
     EXPECT_EQ(7u, g.lanes);
-    EXPECT_EQ(18u, g.slots);
+    EXPECT_EQ(4u, g.slots);
     EXPECT_EQ(8ull << 20, g.slot_size);
     EXPECT_EQ(4096u, g.max_plan);
-    EXPECT_EQ(1008ull << 20, g.arena_size());
+    EXPECT_EQ(224ull << 20, g.arena_size());
 }
 
 TEST(AbiLayout, NonPowerOfTwoSlots)
 {
     const abi::LaneLayout l = abi::lane_layout(5, 3);
-    EXPECT_EQ(192u, l.routes);
-    EXPECT_EQ(28864u, l.completions);
-    EXPECT_EQ(28864u + 128, l.descriptors);  /* 5 x 16 = 80 -> 128 */
+    EXPECT_EQ(320u, l.routes);
+    EXPECT_EQ(28992u, l.completions);
+    EXPECT_EQ(28992u + 128, l.descriptors);  /* 5 x 16 = 80 -> 128 */
     EXPECT_EQ(128u, l.desc_stride);          /* 64 + 48 = 112 -> 128 */
-    EXPECT_EQ(8u * 4096, l.lane_stride);     /* 29632 -> 32768 */
+    EXPECT_EQ(8u * 4096, l.lane_stride);     /* 29760 -> 32768 */
 }
 
 TEST(AbiLayout, LaneLayoutInvariantsHoldForAllShapes)

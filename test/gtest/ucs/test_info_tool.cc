@@ -152,6 +152,12 @@ protected:
         store_relaxed(c->relay.bytes, uint64_t(45056));
         store_relaxed(c->relay.rejected, uint64_t(2));
         store_relaxed(c->relay.lane_resets, uint64_t(1));
+        store_relaxed(c->relay.lanes_backed, uint64_t(2));
+        store_relaxed(c->relay.lane_commits, uint64_t(3));
+        store_relaxed(c->relay.lane_commit_ns, uint64_t(4500000));
+        store_relaxed(c->relay.warm_claims, uint64_t(5));
+        store_relaxed(c->sender.lane_open_ns, uint64_t(7300000));
+        store_relaxed(c->sender.lane_map_ns, uint64_t(2000000));
         store_relaxed(c->sender.credit_stalls, uint64_t(4));
         store_relaxed(c->sender.fallback_bytes, uint64_t(777));
 
@@ -224,6 +230,11 @@ TEST_F(InfoToolTest, ShowsARelayItsCountersAndTheOwnerOfAClaimedLane)
             << r.output;
     EXPECT_NE(std::string::npos,
               r.output.find("inflight 0, last completion never\n"))
+            << r.output;
+    EXPECT_NE(std::string::npos,
+              r.output.find("memory: lanes_backed 2 lane_commits 3 (4.5 ms) "
+                            "warm_claims 5; sender lane_open 7.3 ms (mapping "
+                            "2.0 ms)\n"))
             << r.output;
     EXPECT_EQ(std::string::npos, r.output.find("problem")) << r.output;
     EXPECT_EQ(std::string::npos, r.output.find("STALE")) << r.output;

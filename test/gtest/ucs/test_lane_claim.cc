@@ -258,6 +258,30 @@ TEST_F(RegistryLaneTest, ReleasedLaneIsFreeAndOnlyItsOwnerCanReleaseIt)
     EXPECT_EQ(b, pxn::lane_owner(lane));
 }
 
+TEST_F(RegistryLaneTest, ClaimPrefersAFreeLaneWhoseMemoryIsStillBacked)
+{
+    auto registry = open_registry();
+    ASSERT_NE(nullptr, registry);
+    auto entry   = published_entry(registry.get());
+    auto mapping = map_only_peer(registry.get());
+    ASSERT_NE(nullptr, mapping);
+
+    /* the relay keeps lane 4's memory (warm), lanes 0..3 have none */
+    pxn::abi::LaneMemory &memory = entry->lane(4).memory();
+    store_relaxed(memory.gen, uint64_t(9));
+    pxn::abi::store_release(memory.backed, uint32_t(1));
+    pxn::LaneClaim warm, cold;
+    ASSERT_EQ(UCS_OK, mapping->claim_lane(sender_identity(), &warm));
+    EXPECT_EQ(4u, warm.index);
+    /* a claim never writes the relay's memory block */
+    EXPECT_EQ(1u, load_acquire(memory.backed));
+    EXPECT_EQ(9u, load_relaxed(memory.gen));
+
+    /* no warm lane left: the first free one */
+    ASSERT_EQ(UCS_OK, mapping->claim_lane(sender_identity(), &cold));
+    EXPECT_EQ(0u, cold.index);
+}
+
 TEST_F(RegistryLaneTest, PeerMappingReleasesItsLanesWhenDestroyed)
 {
     settings_.geometry.lanes = 1;

@@ -21,9 +21,9 @@ std::string rejection(const pxn::Settings &s)
     return error;
 }
 
-TEST(Settings, DefaultGeometryGives1008MiBArena)
+TEST(Settings, DefaultGeometryStagesAtMost224MiBWithEveryLaneClaimed)
 {
-    EXPECT_EQ(1008ull << 20, pxn::Geometry().arena_size());
+    EXPECT_EQ(224ull << 20, pxn::Geometry().arena_size());
 }
 
 TEST(Settings, AcceptsDefaults)
@@ -69,6 +69,14 @@ TEST(Settings, NamesTheVariableOfEachBadField)
     s = valid_settings();
     s.heartbeat_timeout = -1;
     EXPECT_EQ(0u, rejection(s).find("UCX_PXN_HEARTBEAT_TIMEOUT"));
+
+    s = valid_settings();
+    s.warm_lanes = 65;
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_WARM_LANES=65"));
+
+    s = valid_settings();
+    s.lane_linger = -1;
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_LANE_LINGER"));
 
     s = valid_settings();
     s.node_id = "a b";

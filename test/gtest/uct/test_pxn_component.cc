@@ -140,13 +140,15 @@ TEST_F(PxnComponent, ReadsDocumentedDefaults)
     EXPECT_EQ("", config_value("RAIL_MAP"));
     EXPECT_EQ("rc_mlx5,rc_verbs,dc_mlx5,tcp", config_value("NET_TLS"));
     EXPECT_EQ("7", config_value("LANES"));
-    EXPECT_EQ("18", config_value("SLOTS"));
+    EXPECT_EQ("4", config_value("SLOTS"));
     EXPECT_EQ("8M", config_value("SLOT_SIZE"));
     EXPECT_EQ("4096", config_value("MAX_PLAN"));
+    EXPECT_EQ("1", config_value("WARM_LANES"));
     EXPECT_EQ("4", config_value("INFLIGHT_DEPTH"));
     /* UCX prints times in microseconds. */
     EXPECT_EQ("1000000.00us", config_value("CREDIT_TIMEOUT"));
     EXPECT_EQ("3000000.00us", config_value("HEARTBEAT_TIMEOUT"));
+    EXPECT_EQ("10000000.00us", config_value("LANE_LINGER"));
 }
 
 TEST_F(PxnComponent, ReadsValuesFromEnvironment)
