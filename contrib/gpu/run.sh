@@ -6,7 +6,9 @@
 #   cross: the staging hop between two GPUs and several senders into one
 #   relay; senders: only the latter; staging: the GPU tests, then the
 #   staging hop's piece shapes and GET copy-out, then UCP puts and gets of
-#   GPU memory per copy policy, in about two minutes)
+#   GPU memory per copy policy, in about two minutes; arena: staging memory
+#   per lane, geometries, first transfers)
+# PXN_GPU_TESTS: the gtest filter of `tests` (default PxnCuda.*:PxnComponent.*).
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -30,7 +32,7 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
         nvidia-smi topo -m 2>&1 | tee "$out/topology.txt"
     fi
     section "GPU tests"
-    timeout 300 "$c/build/test/gtest/uct_gtest" --gtest_filter='PxnCuda.*:PxnComponent.*' 2>&1 |
+    timeout 300 "$c/build/test/gtest/uct_gtest" --gtest_filter="${PXN_GPU_TESTS:-PxnCuda.*:PxnComponent.*}" 2>&1 |
         tee "$out/gpu-tests.log" | grep -vE '^\[ *(RUN|OK) '
 fi
 
