@@ -7,7 +7,8 @@
 #   relay; senders: only the latter; staging: the GPU tests, then the
 #   staging hop's piece shapes and GET copy-out, then UCP puts and gets of
 #   GPU memory per copy policy, in about two minutes; arena: staging memory
-#   per lane, geometries, first transfers)
+#   per lane, geometries, first transfers; ucp: only the UCP puts and gets
+#   of staging)
 # PXN_GPU_TESTS: the gtest filter of `tests` (default PxnCuda.*:PxnComponent.*).
 set -uo pipefail
 
@@ -172,6 +173,11 @@ if [ "$what" = cross ] || [ "$what" = senders ]; then
         --peer "$c/build/test/apps/ucx_pxn_peer" 2>&1 | tee "$out/multi-sender.txt"
 fi
 
+ucp_bench() {
+    section "UCP puts and gets of 256 MiB of GPU memory through pxn, per copy policy"
+    timeout 240 "$c/build/bench/ucx_pxn_ucp_bench" --gpu --reps 2 --deadline 100 \
+        --logs "$out/staging-ucp-bench-logs" 2>&1 | tee "$out/staging-ucp-bench.txt"
+}
 if [ "$what" = staging ]; then
     section "machine"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv |
@@ -188,9 +194,10 @@ if [ "$what" = staging ]; then
             --sender-gpu 0 --relay-gpu 1 --phases shapes,copyout 2>&1 |
             tee "$out/staging-stage-bench-gpu0-gpu1.txt"
     fi
-    section "UCP puts and gets of 256 MiB of GPU memory through pxn, per copy policy"
-    timeout 240 "$c/build/bench/ucx_pxn_ucp_bench" --gpu --reps 2 --deadline 100 \
-        --logs "$out/staging-ucp-bench-logs" 2>&1 | tee "$out/staging-ucp-bench.txt"
+    ucp_bench
+fi
+if [ "$what" = ucp ]; then
+    ucp_bench
 fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then

@@ -3,6 +3,7 @@
 #include <ucs/debug/log_def.h>
 
 #include <algorithm>
+#include <mutex>
 #include <utility>
 
 namespace pxn {
@@ -44,6 +45,44 @@ std::vector<InnerDevice> md_devices(uct_md_h md,
     return devices;
 }
 
+/* Every inner md pxn opens stays open, once per component and md name,
+ * until the process exits: UCX 1.13.1's cuda_ipc component remembers the
+ * md it opened last and uses it in every rkey_unpack (a relay's unpack of
+ * its targets' keys, UCP's own cuda_ipc lanes too), so closing one while
+ * another is in use leaves that pointer dangling (a crash in
+ * uct_cuda_ipc_get_unique_index_for_uuid, seen on the GPU machine). It
+ * also spares listing the inner mds from opening each of them again. */
+ucs_status_t open_once(uct_component_h component, const std::string &name,
+                       uct_md_h *md)
+{
+    struct Opened {
+        uct_component_h component;
+        std::string     name;
+        uct_md_h        md;
+    };
+    static std::mutex mutex;
+    static auto *opened = new std::vector<Opened>(); /* never freed */
+
+    std::lock_guard<std::mutex> guard(mutex);
+    for (const Opened &o : *opened) {
+        if ((o.component == component) && (o.name == name)) {
+            *md = o.md;
+            return UCS_OK;
+        }
+    }
+    uct_md_config_t *config;
+    ucs_status_t status = uct_md_config_read(component, NULL, NULL, &config);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = uct_md_open(component, name.c_str(), config, md);
+    uct_config_release(config);
+    if (status == UCS_OK) {
+        opened->push_back({component, name, *md});
+    }
+    return status;
+}
+
 } // namespace
 
 std::string pxn_md_name(const std::string &inner_md_name)
@@ -81,21 +120,14 @@ std::vector<InnerMdInfo> list_inner_mds(const std::vector<std::string> &net_tls)
             continue;
         }
         for (const auto &m : mds) {
-            uct_md_config_t *config;
             uct_md_h md;
-            if (uct_md_config_read(components[c], NULL, NULL, &config) != UCS_OK) {
-                continue;
-            }
-            ucs_status_t status = uct_md_open(components[c], m.md_name, config,
-                                              &md);
-            uct_config_release(config);
+            const ucs_status_t status = open_once(components[c], m.md_name, &md);
             if (status != UCS_OK) {
                 ucs_debug("pxn: inner md %s not usable: %s", m.md_name,
                           ucs_status_string(status));
                 continue;
             }
             InnerMdInfo info{components[c], m.md_name, md_devices(md, net_tls)};
-            uct_md_close(md);
             if (!info.devices.empty() && !pxn_md_name(info.md_name).empty()) {
                 result.push_back(std::move(info));
             }
@@ -105,32 +137,6 @@ std::vector<InnerMdInfo> list_inner_mds(const std::vector<std::string> &net_tls)
     return result;
 }
 
-InnerMd::~InnerMd()
-{
-    if (md_ != nullptr) {
-        uct_md_close(md_);
-    }
-}
-
-InnerMd::InnerMd(InnerMd &&other) noexcept
-    : md_(std::exchange(other.md_, nullptr)), info_(std::move(other.info_)),
-      attr_(other.attr_)
-{
-}
-
-InnerMd &InnerMd::operator=(InnerMd &&other) noexcept
-{
-    if (this != &other) {
-        if (md_ != nullptr) {
-            uct_md_close(md_);
-        }
-        md_   = std::exchange(other.md_, nullptr);
-        info_ = std::move(other.info_);
-        attr_ = other.attr_;
-    }
-    return *this;
-}
-
 ucs_status_t InnerMd::open(const std::string &pxn_name,
                            const std::vector<std::string> &net_tls, InnerMd *md)
 {
@@ -138,16 +144,9 @@ ucs_status_t InnerMd::open(const std::string &pxn_name,
         if (pxn_md_name(info.md_name) != pxn_name) {
             continue;
         }
-        uct_md_config_t *config;
-        ucs_status_t status = uct_md_config_read(info.component, NULL, NULL,
-                                                 &config);
-        if (status != UCS_OK) {
-            return status;
-        }
         InnerMd result;
-        status = uct_md_open(info.component, info.md_name.c_str(), config,
-                             &result.md_);
-        uct_config_release(config);
+        ucs_status_t status = open_once(info.component, info.md_name,
+                                        &result.md_);
         if (status != UCS_OK) {
             ucs_error("pxn: failed to open inner md %s: %s",
                       info.md_name.c_str(), ucs_status_string(status));

@@ -41,16 +41,10 @@ std::vector<InnerMdInfo> list_inner_mds(const std::vector<std::string> &net_tls)
 /* The pxn md name of an inner md ("pxn_" + name), or "" when too long. */
 std::string pxn_md_name(const std::string &inner_md_name);
 
-/* An opened inner md. Move-only; closes the md. */
+/* An opened inner md. The md itself stays open until the process exits,
+ * shared by every InnerMd of it (pxn_net_md.cc says why). */
 class InnerMd {
 public:
-    InnerMd() = default;
-    ~InnerMd();
-    InnerMd(InnerMd &&other) noexcept;
-    InnerMd &operator=(InnerMd &&other) noexcept;
-    InnerMd(const InnerMd&) = delete;
-    InnerMd &operator=(const InnerMd&) = delete;
-
     /* Opens the inner md behind pxn md `pxn_md_name`. */
     static ucs_status_t open(const std::string &pxn_md_name,
                              const std::vector<std::string> &net_tls,
