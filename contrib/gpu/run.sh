@@ -17,7 +17,7 @@ c=$top/gpu-carry
 out=${OUT:-$top/gpu-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$c/ucx/lib:$c/extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PXN_BUILD_DIR=$c/build PXN_UCX_PREFIX=$c/ucx
+export PXN_BUILD_DIR=$c/build PXN_UCX_PREFIX=$c/ucx PXN_SOURCE_DIR=$top
 export PXN_MODULE_INSTALLED=$c/ucx/lib/ucx/libuct_pxn.so.0
 cp "$c/build/.libs/libuct_pxn.so.0.0.0" "$PXN_MODULE_INSTALLED"
 what=${1:-all}
