@@ -448,7 +448,9 @@ bool parse(int argc, char **argv, Options &opt)
             return false;
         }
     }
-    for (uint64_t block : opt.blocks) {
+    /* Only the phases that run constrain their options: the hop of a
+     * small-slot geometry needs no 8M shape. */
+    for (uint64_t block : opt.phase("scatter") ? opt.blocks : std::vector<uint64_t>()) {
         if ((opt.rig.slot_size % block) != 0) {
             fprintf(stderr, "block %lu does not divide the slot size\n", block);
             return false;
@@ -460,14 +462,16 @@ bool parse(int argc, char **argv, Options &opt)
             return false;
         }
     }
-    for (const std::string &name : opt.shapes) {
+    for (const std::string &name :
+         opt.phase("shapes") ? opt.shapes : std::vector<std::string>()) {
         if (shape_blocks(name, opt).empty()) {
             fprintf(stderr, "--shapes: %s is not random, L or L+S (S < 16)\n",
                     name.c_str());
             return false;
         }
     }
-    for (uint64_t length : opt.copyout_sizes) {
+    for (uint64_t length :
+         opt.phase("copyout") ? opt.copyout_sizes : std::vector<uint64_t>()) {
         if (length > opt.rig.slot_size) {
             fprintf(stderr, "copy-out size %lu exceeds the slot size\n", length);
             return false;
