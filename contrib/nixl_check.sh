@@ -308,7 +308,8 @@ kill_case() {
         result FAIL "$what: initiator still running ${bound} s later (logs $log/$label-*.log)"
     elif [ "$rc" != 0 ] && [ -n "$failed_line" ]; then
         result PASS "$what: initiator reported '$failed_line' within ${took} s"
-    elif [ "$fb" = y ] && [ "$rc" = 0 ] && ! grep -q 'Consistency check failed' "$log/$label-init.log"; then
+    elif [ "$fb" = y ] && [ "$rc" = 0 ] && wait_pid "$t" 30 && [ "$rc" = 0 ] &&
+         ! grep -q 'Consistency check failed' "$log/$label-init.log" "$log/$label-targ.log"; then
         result PASS "$what: transfers finished on pxn's direct path (cma reaches every emulated node; fallback_ops seen: $fallback) within ${took} s, data checked"
     else
         result FAIL "$what: initiator rc $rc without a reported transfer failure (logs $log/$label-*.log)"
