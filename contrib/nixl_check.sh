@@ -181,7 +181,7 @@ wait_pid() {
 env_slot() {
     local tls=$1 vars=$2
     shift 2
-    # shellcheck disable=SC2086
+    # shellcheck disable=SC2086,SC2163 # vars holds VAR=value words
     export UCX_TLS=$tls ${vars}
     slot "$@"
 }
@@ -241,8 +241,10 @@ done
 # what UCP chose (UCX_LOG_LEVEL=info, UCX_PROTO_INFO=y of the initiators)
 grep -h -m1 'inter-node cfg' "$log/pxn-WRITE-pt0-init.log" | sed 's/.*INFO */  UCP lanes: /'
 for op in WRITE READ; do
-    grep -h -A5 -E 'remote memory (write|read) by ucp_(put|get)\* from host' "$log/pxn-$op-pt0-init.log" |
-        grep -E 'by ucp_|/memory' | head -3 | sed 's/^[^|]*/  /'
+    what='write by ucp_put'
+    [ "$op" = READ ] && what='read by ucp_get'
+    grep -h -A6 "remote memory $what\\*[^|]* host memory" "$log/pxn-$op-pt0-init.log" |
+        grep 'pxn/' | sed 's/^[^|]*//' | tr -s ' ' | sort -u | sed "s/^/  $op: /"
 done
 
 if [ "$baseline" = 1 ]; then
@@ -282,8 +284,8 @@ kill_case() {
     env_slot pxn,tcp "UCX_PXN_FALLBACK=$fb" 1 1 $args > "$log/$label-targ.log" 2>&1 &
     local t=$!
     pids+=("$t")
-    local k b=0
-    for k in $(seq 300); do
+    local b=0
+    for _ in $(seq 300); do
         b=$(relay_bytes "$prefix-node0" "$r01")
         [ "${b:-0}" -ge $((64 << 20)) ] && break
         kill -0 "$i" 2>/dev/null || break

@@ -24,17 +24,19 @@ what=${1:-all}
 nb=$c/nixl/bin/nixlbench
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 pids=()
-trap 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done' EXIT
+kill_all() { local p; for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; }
+trap kill_all EXIT
 
 section() { printf '\n==== %s\n' "$*"; }
 
 # node <n> <rail> <inner> cmd...: a process of emulated node n on rail r
-# (GPU rail % gpus; its pxn relay forwards with <inner>)
+# (GPU rail % gpus; its pxn relay forwards with <inner>). It execs: run it
+# in the background (then $! is cmd's pid) or in a ( subshell ).
 node() {
     local n=$1 r=$2 inner=$3 map=memory
     shift 3
     [ "$inner" = cuda_ipc ] && map=cuda
-    env UCX_PXN_NODE_ID=node$n UCX_PXN_GROUP=gpunixl-node$n UCX_PXN_NET_TLS=$inner \
+    exec env UCX_PXN_NODE_ID=node$n UCX_PXN_GROUP=gpunixl-node$n UCX_PXN_NET_TLS=$inner \
         UCX_PXN_RAIL_MAP=$map:rail$r UCX_PXN_CUDA_DEVICE=$((r % (gpus > 0 ? gpus : 1))) \
         CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-} "$@"
 }
@@ -60,7 +62,7 @@ pair() {
     local tag=$1 inner=$2 tls=$3 seg=$4 op=$5
     shift 5
     port=$((port + 1))
-    local args=(--runtime_type=ASIO --asio_address=127.0.0.1 --asio_port=$port --backend=UCX
+    local args=(--runtime_type=ASIO --asio_address=127.0.0.1 "--asio_port=$port" --backend=UCX
                 --op_type="$op" --initiator_seg_type="$seg" --target_seg_type="$seg"
                 --check_consistency --total_buffer_size=$((256 << 20))
                 --start_block_size=65536 --max_block_size=$((64 << 20))
@@ -69,31 +71,33 @@ pair() {
         > "$out/$tag-init.log" 2>&1 &
     local i=$!
     sleep 1
-    UCX_TLS=$tls node 1 1 "$inner" timeout 300 "$nb" "${args[@]}" > "$out/$tag-targ.log" 2>&1
+    (UCX_TLS=$tls node 1 1 "$inner" timeout 300 "$nb" "${args[@]}" > "$out/$tag-targ.log" 2>&1)
     local trc=$?
     wait "$i"
     local irc=$?
     echo "$tag: initiator exit $irc, target exit $trc"
-    grep -A20 '^Block Size' "$out/$tag-init.log" | grep -E '^[0-9B-]' | head -14
+    awk '/^Block Size/ {print; t = 1; next} t && /^[0-9]+ / {print}' "$out/$tag-init.log"
     grep -h -E 'Consistency check failed|Transfer failed' "$out/$tag-init.log" "$out/$tag-targ.log"
 }
 
-run_set() { # run_set <inner> <pxn UCX_TLS> <plain UCX_TLS> <seg> [env...]
-    local inner=$1 tls=$2 plain=$3 seg=$4
+# run_set <inner> <pxn UCX_TLS> <plain UCX_TLS> <seg> [VAR=value...]: in a
+# subshell, the variables exported for relays and nixlbench alike
+run_set() (
+    inner=$1 tls=$2 plain=$3 seg=$4
     shift 4
+    [ $# -gt 0 ] && export "${@:?}"
     for op in WRITE READ; do
         for pt in 0 1; do
+            section "$seg $op through pxn, progress thread $pt"
             start_relays "$inner" "$seg-$op-pt$pt"
-            env "$@" bash -c "$(declare -f pair node); c=$c out=$out nb=$nb gpus=$gpus port=$((port + 1)); pair $seg-$op-pt$pt $inner $tls $seg $op --enable_pt=$pt"
-            port=$((port + 1))
+            pair "$seg-$op-pt$pt" "$inner" "$tls" "$seg" "$op" --enable_pt=$pt
             stop_relays "$seg-$op-pt$pt"
         done
         section "$seg $op without pxn (UCX_TLS=$plain)"
-        env "$@" bash -c "$(declare -f pair node); c=$c out=$out nb=$nb gpus=$gpus port=$((port + 1)); pair $seg-$op-plain $inner $plain $seg $op"
-        port=$((port + 1))
+        pair "$seg-$op-plain" "$inner" "$plain" "$seg" "$op"
     done
     grep -h -m3 'pxn/' "$out/$seg-WRITE-pt0-init.log" "$out/$seg-READ-pt0-init.log"
-}
+)
 
 section "machine"
 nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1 | head -3
@@ -113,10 +117,12 @@ fi
 
 if [ "$what" = all ] || [ "$what" = kill ]; then
     section "relay node 0 rail 1 killed mid-transfer (host memory, UCX_PXN_FALLBACK=n)"
+    # (bash's notices of killed or aborting processes go to kill-shell.err)
     for op in WRITE READ; do
+        port=$((port + 1))
         start_relays cma "kill-$op"
         UCX_TLS=pxn,tcp UCX_PXN_FALLBACK=n node 0 0 cma timeout 120 "$nb" --runtime_type=ASIO \
-            --asio_address=127.0.0.1 --asio_port=$((port += 1)) --backend=UCX --op_type=$op \
+            --asio_address=127.0.0.1 --asio_port=$port --backend=UCX --op_type=$op \
             --total_buffer_size=$((64 << 20)) --start_block_size=1048576 --max_block_size=1048576 \
             --num_iter=1000000 --warmup_iter=8 > "$out/kill-$op-init.log" 2>&1 &
         i=$!
@@ -136,5 +142,5 @@ if [ "$what" = all ] || [ "$what" = kill ]; then
         kill -TERM "$t" 2>/dev/null
         kill -TERM "$r10" 2>/dev/null
         wait "$t" "$r10" 2>/dev/null
-    done
+    done 2>>"$out/kill-shell.err"
 fi
