@@ -338,5 +338,8 @@ if [ "$kill_checks" = 1 ]; then
 fi
 
 cleanup
+# Killed relays leave their registry entries (arena pages included) until a
+# process of their group registers again; no process of these groups is left.
+rm -rf "/dev/shm/ucx-pxn-$(id -u)-$prefix-node0" "/dev/shm/ucx-pxn-$(id -u)-$prefix-node1"
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -144,3 +144,5 @@ if [ "$what" = all ] || [ "$what" = kill ]; then
         wait "$t" "$r10" 2>/dev/null
     done 2>>"$out/kill-shell.err"
 fi
+# the killed relays' registry entries (no process of these groups is left)
+rm -rf "/dev/shm/ucx-pxn-$(id -u)-gpunixl-node0" "/dev/shm/ucx-pxn-$(id -u)-gpunixl-node1"
