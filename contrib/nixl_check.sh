@@ -1,0 +1,345 @@
+#!/usr/bin/env bash
+# NIXL, unmodified, across emulated rails through pxn (docs/nixl.md).
+#
+#   NIXL_PREFIX=/opt/nixl bash contrib/nixl_check.sh [--quick] [--no-kill] [--no-baseline]
+#
+# Takes an installed NIXL (nixlbench built against a UCX that has the pxn
+# module); builds nothing. Two nixlbench processes (ASIO runtime, no etcd) on
+# different emulated nodes and rails -- initiator node 0 rail 0, target node
+# 1 rail 1 -- with NIXL's own UCX settings and peer error mode:
+#   1. WRITE and READ, progress thread off and on, --check_consistency:
+#      both exit 0 and the relay of rail 1 on node 0 (ucx_pxn_relay) carried
+#      at least every byte nixlbench moved;
+#   2. the same transfers without pxn (UCX_TLS=tcp: the frontend, the only
+#      path UCP has across rails of a rail-only fabric), bandwidth side by side;
+#   3. the relay SIGKILLed mid-transfer: with UCX_PXN_FALLBACK=n the initiator
+#      must report a failed transfer (not hang); with the default fallback it
+#      must either report one or finish on pxn's direct path with the data
+#      checked.
+# Prints one line per check and "N passed, M failed". Without NIXL_PREFIX it
+# prints one SKIP line and exits 0.
+#
+# Environment: NIXL_PREFIX (required), NIXLBENCH (default
+# $NIXL_PREFIX/bin/nixlbench), NIXL_UCX (the UCX install NIXL runs on, its
+# lib/ucx holding libuct_pxn.so; default: where nixlbench's UCX plugin finds
+# libucp), PXN_TOOLS (directory of ucx_pxn_relay and ucx_pxn_info; default
+# $NIXL_UCX/bin), NIXL_CHECK_PREFIX (namespace prefix, default nixl).
+# Needs root (network namespaces). Run it under the same netns lock as the
+# other namespace tests if several run on one machine.
+set -uo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+prog=nixl_check.sh
+quick=0 kill_checks=1 baseline=1
+while [ $# -gt 0 ]; do
+    case $1 in
+    --quick) quick=1 ;;
+    --no-kill) kill_checks=0 ;;
+    --no-baseline) baseline=0 ;;
+    *) echo "usage: [NIXL_PREFIX=...] $prog [--quick] [--no-kill] [--no-baseline]" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+if [ -z "${NIXL_PREFIX:-}" ]; then
+    echo "$prog: SKIP: NIXL_PREFIX is not set (the prefix of an installed NIXL with nixlbench)"
+    exit 0
+fi
+die() { echo "$prog: error: $*" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || die "run as root (network namespaces)"
+nixlbench=${NIXLBENCH:-$NIXL_PREFIX/bin/nixlbench}
+[ -x "$nixlbench" ] || die "no nixlbench at $nixlbench (set NIXLBENCH)"
+
+# The UCX NIXL runs on: where its UCX plugin resolves libucp.
+if [ -z "${NIXL_UCX:-}" ]; then
+    plugin=$(find "$NIXL_PREFIX" -name 'libplugin_UCX.so' -print -quit)
+    [ -n "$plugin" ] || die "no libplugin_UCX.so under $NIXL_PREFIX (set NIXL_UCX)"
+    ucp=$(ldd "$plugin" | awk '$1 == "libucp.so.0" {print $3; exit}')
+    [ -n "$ucp" ] && [ "$ucp" != "not" ] || die "$plugin does not resolve libucp.so.0 (set NIXL_UCX)"
+    NIXL_UCX=$(cd "$(dirname "$ucp")/.." && pwd)
+fi
+tools=${PXN_TOOLS:-$NIXL_UCX/bin}
+relay_bin=$tools/ucx_pxn_relay info_bin=$tools/ucx_pxn_info
+[ -x "$relay_bin" ] && [ -x "$info_bin" ] || die "no ucx_pxn_relay/ucx_pxn_info in $tools (set PXN_TOOLS)"
+export LD_LIBRARY_PATH="$NIXL_UCX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+ucx_info=$NIXL_UCX/bin/ucx_info
+[ -x "$NIXL_UCX/bin/ucx_info.real" ] && ucx_info=$NIXL_UCX/bin/ucx_info.real
+if ! UCX_PXN_ENABLE=y "$ucx_info" -d 2>/dev/null | grep -q 'Transport: pxn'; then
+    die "ucx_info -d of $NIXL_UCX lists no pxn transport (module not in lib/ucx nor UCX_PLUGIN_PATH?)"
+fi
+
+T=$top/contrib/topology.sh
+prefix=${NIXL_CHECK_PREFIX:-nixl}
+bash "$T" up --prefix "$prefix" --nodes 2 --rails 2 >/dev/null 2>&1 ||
+    die "contrib/topology.sh up --prefix $prefix failed"
+log=$(mktemp -d /tmp/pxn-nixl.XXXXXX)
+echo "$prog: nixlbench $nixlbench, UCX $NIXL_UCX ($("$ucx_info" -v | sed -n 's/^# Library version: //p')), logs in $log"
+
+pids=()
+cleanup() {
+    local p
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    sleep 0.5
+    for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    pids=()
+}
+trap cleanup EXIT
+
+# slot <node> <rail> cmd...: in the slot's namespace, as a process of that
+# emulated node (own registry group and node id), pxn's inner transport cma
+# (rails told apart by UCX_PXN_RAIL_MAP), UCP's own tcp on the frontend.
+# It execs (env, topology.sh and ip exec too): call it only in the
+# background, where $! is then cmd's own pid.
+slot() {
+    local n=$1 r=$2
+    shift 2
+    exec env UCX_PXN_NODE_ID=node$n UCX_PXN_GROUP=$prefix-node$n \
+        UCX_PXN_NET_TLS=cma UCX_PXN_RAIL_MAP=memory:rail$r \
+        UCX_NET_DEVICES=front,memory \
+        bash "$T" exec --prefix "$prefix" --no-env "$n" "$r" -- "$@"
+}
+
+# start_relay <node> <rail> <name>: sets relay_pid
+start_relay() {
+    slot "$1" "$2" "$relay_bin" > "$log/$3.log" 2>&1 &
+    relay_pid=$!
+    pids+=("$relay_pid")
+    local i
+    for i in $(seq 100); do
+        grep -q 'relaying on' "$log/$3.log" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "relay $3 did not start:"; cat "$log/$3.log"
+    return 1
+}
+
+# stop_relay <pid> <name>: SIGTERM (it drains and prints its counters);
+# sets relayed to the bytes it carried
+stop_relay() {
+    kill -TERM "$1" 2>/dev/null
+    { wait "$1"; } 2>/dev/null
+    relayed=$(sed -n 's/.*relayed [0-9]* pieces, \([0-9]*\) bytes.*/\1/p' "$log/$2.log" | tail -1)
+}
+
+# relay_bytes <group> <pid>: the relay's byte counter now (ucx_pxn_info)
+relay_bytes() {
+    "$info_bin" --group "$1" --json 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print(sum(e["counters"]["relay"]["bytes"] for r in d["registries"]
+          for e in r["entries"] if e.get("pid") == int(sys.argv[1]) and e.get("read")))' "$2" 2>/dev/null ||
+        echo 0
+}
+
+# sender_counter <group> <pid> <name>: a sender counter of a process
+sender_counter() {
+    "$info_bin" --group "$1" --json 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print(sum(e["counters"]["sender"][sys.argv[2]] for r in d["registries"]
+          for e in r["entries"] if e.get("pid") == int(sys.argv[1]) and e.get("read")))' "$2" "$3" 2>/dev/null ||
+        echo 0
+}
+
+# nixlbench doubles the block size from the first to the last
+if [ "$quick" = 1 ]; then
+    first=65536 last=1048576 iters=16 warmup=4
+else
+    first=65536 last=16777216 iters=32 warmup=4
+fi
+port=12400
+# nb_args <op> <pt> <first block> <last block> <iters>: nixlbench's command line
+nb_args() {
+    echo "$nixlbench --runtime_type=ASIO --asio_address=10.99.0.1 --asio_port=$port" \
+        "--backend=UCX --op_type=$1 --enable_pt=$2 --check_consistency" \
+        "--total_buffer_size=$((64 << 20)) --start_block_size=$3 --max_block_size=$4" \
+        "--num_iter=$5 --warmup_iter=$warmup --large_blk_iter_ftr=1"
+}
+
+pass=0 fail=0
+result() { # result <PASS|FAIL> <text>
+    if [ "$1" = PASS ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+    echo "$1 $2"
+}
+
+# wait_pid <pid> <seconds>: 0 when it exited in time (its status in $rc)
+wait_pid() {
+    local i
+    for i in $(seq $(($2 * 10))); do
+        if ! kill -0 "$1" 2>/dev/null; then
+            { wait "$1"; } 2>/dev/null
+            rc=$?
+            return 0
+        fi
+        sleep 0.1
+    done
+    return 1
+}
+
+# env_slot <UCX_TLS> "<VAR=value ...>" <node> <rail> cmd...: slot with these
+# variables added (background only, like slot)
+env_slot() {
+    local tls=$1 vars=$2
+    shift 2
+    # shellcheck disable=SC2086,SC2163 # vars holds VAR=value words
+    export UCX_TLS=$tls ${vars}
+    slot "$@"
+}
+
+# pair <label> <tls> <op> <pt> [env...]: initiator n0r0 (binds the ASIO
+# address, rank 0), target n1r1 (connects). Sets init_rc, targ_rc.
+pair() {
+    local label=$1 tls=$2 op=$3 pt=$4
+    shift 4
+    port=$((port + 1))
+    local args
+    args=$(nb_args "$op" "$pt" "$first" "$last" "$iters")
+    # shellcheck disable=SC2086
+    env_slot "$tls" "UCX_PROTO_INFO=y UCX_LOG_LEVEL=info $*" 0 0 $args > "$log/$label-init.log" 2>&1 &
+    local i=$!
+    pids+=("$i")
+    sleep 1
+    # shellcheck disable=SC2086
+    env_slot "$tls" "$*" 1 1 $args > "$log/$label-targ.log" 2>&1 &
+    local t=$!
+    pids+=("$t")
+    init_rc=timeout targ_rc=timeout
+    wait_pid "$i" 300 && init_rc=$rc
+    wait_pid "$t" 30 && targ_rc=$rc
+    kill -KILL "$i" "$t" 2>/dev/null
+    { wait "$i" "$t"; } 2>/dev/null
+}
+
+# bw <log>: "block GB/s" lines of nixlbench's table
+bw() { awk '/^Block Size/ {t = 1; next} t && /^[0-9]+ / {print $1, $3}' "$1"; }
+
+expected=0
+for ((b = first; b <= last; b *= 2)); do expected=$((expected + (iters + warmup) * b)); done
+
+echo "== transfers node 0 rail 0 -> node 1 rail 1 through pxn (relay n0r1), NIXL defaults"
+for op in WRITE READ; do
+    for pt in 0 1; do
+        label=pxn-$op-pt$pt
+        start_relay 0 1 "$label-relay01" || { result FAIL "$label: relay"; continue; }
+        r01=$relay_pid
+        start_relay 1 0 "$label-relay10" || { result FAIL "$label: relay"; continue; }
+        r10=$relay_pid
+        pair "$label" pxn,tcp "$op" "$pt"
+        stop_relay "$r01" "$label-relay01"
+        b01=$relayed
+        stop_relay "$r10" "$label-relay10"
+        b10=$relayed
+        what="$op progress thread $pt: nixlbench rc $init_rc/$targ_rc, relay n0r1 carried ${b01:-?} B of $expected B moved (n1r0: ${b10:-?} B)"
+        if [ "$init_rc" = 0 ] && [ "$targ_rc" = 0 ] && [ "${b01:-0}" -ge "$expected" ] &&
+           ! grep -q 'Consistency check failed' "$log/$label-init.log" "$log/$label-targ.log"; then
+            result PASS "$what, every byte checked by nixlbench"
+        else
+            result FAIL "$what (logs $log/$label-*.log)"
+        fi
+    done
+done
+# what UCP chose (UCX_LOG_LEVEL=info, UCX_PROTO_INFO=y of the initiators)
+grep -h -m1 'inter-node cfg' "$log/pxn-WRITE-pt0-init.log" | sed 's/.*INFO */  UCP lanes: /'
+for op in WRITE READ; do
+    what='write by ucp_put'
+    [ "$op" = READ ] && what='read by ucp_get'
+    grep -h -A6 "remote memory $what\\*[^|]* host memory" "$log/pxn-$op-pt0-init.log" |
+        grep 'pxn/' | sed 's/^[^|]*//' | tr -s ' ' | sort -u | sed "s/^/  $op: /"
+done
+
+if [ "$baseline" = 1 ]; then
+    echo "== the same transfers without pxn (UCX_TLS=tcp, frontend), bandwidth in GB/s"
+    for op in WRITE READ; do
+        pair "tcp-$op-pt0" tcp "$op" 0
+        if [ "$init_rc" = 0 ] && [ "$targ_rc" = 0 ]; then
+            result PASS "$op without pxn: nixlbench rc 0/0"
+        else
+            result FAIL "$op without pxn: nixlbench rc $init_rc/$targ_rc (logs $log/tcp-$op-pt0-*.log)"
+        fi
+        printf '  %-9s %10s %10s %7s\n' "$op" "pxn" "tcp" "ratio"
+        join <(bw "$log/pxn-$op-pt0-init.log") <(bw "$log/tcp-$op-pt0-init.log") |
+            awk '{printf "  %9d %10.3f %10.3f %6.1fx\n", $1, $2, $3, ($3 > 0) ? $2 / $3 : 0}'
+    done
+fi
+
+# kill_case <label> <op> <pt> <fallback y|n>: SIGKILL the relay n0r1 once it
+# has carried 64 MiB of a long run of 1 MiB transfers.
+kill_case() {
+    local label=$1 op=$2 pt=$3 fb=$4
+    port=$((port + 1))
+    start_relay 0 1 "$label-relay01" || { result FAIL "$label: relay"; return; }
+    local r01=$relay_pid
+    start_relay 1 0 "$label-relay10" || { result FAIL "$label: relay"; return; }
+    local r10=$relay_pid
+    local n=100000
+    [ "$fb" = y ] && n=400 # finishes on the direct path in the emulation
+    local args
+    args=$(nb_args "$op" "$pt" 1048576 1048576 "$n")
+    # shellcheck disable=SC2086
+    env_slot pxn,tcp "UCX_PXN_FALLBACK=$fb" 0 0 $args > "$log/$label-init.log" 2>&1 &
+    local i=$!
+    pids+=("$i")
+    sleep 1
+    # shellcheck disable=SC2086
+    env_slot pxn,tcp "UCX_PXN_FALLBACK=$fb" 1 1 $args > "$log/$label-targ.log" 2>&1 &
+    local t=$!
+    pids+=("$t")
+    local b=0
+    for _ in $(seq 300); do
+        b=$(relay_bytes "$prefix-node0" "$r01")
+        [ "${b:-0}" -ge $((64 << 20)) ] && break
+        kill -0 "$i" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$r01" 2>/dev/null
+    { wait "$r01"; } 2>/dev/null
+    local t0=$SECONDS bound=30 fallback=0 f
+    [ "$fb" = y ] && bound=120
+    rc=timeout
+    # the initiator's sender counters while it runs: did pxn fall back?
+    while [ $((SECONDS - t0)) -lt "$bound" ]; do
+        if wait_pid "$i" 1; then break; fi
+        f=$(sender_counter "$prefix-node0" "$i" fallback_ops)
+        [ "${f:-0}" -gt "$fallback" ] && fallback=$f
+    done
+    local took=$((SECONDS - t0))
+    local failed_line
+    failed_line=$(grep -h -m1 -E '(Transfer|postSlot|prepareSlot) failed' "$log/$label-init.log")
+    local what="$op progress thread $pt, UCX_PXN_FALLBACK=$fb, relay killed after ${b:-0} B"
+    if [ "$rc" = timeout ]; then
+        result FAIL "$what: initiator still running ${bound} s later (logs $log/$label-*.log)"
+    elif [ "$rc" != 0 ] && [ -n "$failed_line" ]; then
+        result PASS "$what: initiator reported '$failed_line' within ${took} s"
+    elif [ "$fb" = y ] && [ "$rc" = 0 ] && wait_pid "$t" 30 && [ "$rc" = 0 ] &&
+         ! grep -q 'Consistency check failed' "$log/$label-init.log" "$log/$label-targ.log"; then
+        result PASS "$what: transfers finished on pxn's direct path (cma reaches every emulated node; fallback_ops seen: $fallback) within ${took} s, data checked"
+    else
+        result FAIL "$what: initiator rc $rc without a reported transfer failure (logs $log/$label-*.log)"
+    fi
+    # nixlbench's target waits for notifications that will not come: its
+    # own behaviour, not pxn's.
+    kill -TERM "$t" 2>/dev/null
+    wait_pid "$t" 5 || { kill -KILL "$t" 2>/dev/null; { wait "$t"; } 2>/dev/null; }
+    stop_relay "$r10" "$label-relay10"
+}
+
+if [ "$kill_checks" = 1 ]; then
+    echo "== relay n0r1 killed mid-transfer"
+    # (bash's notices of nixlbench targets aborting go to a log)
+    {
+        for op in WRITE READ; do
+            for pt in 0 1; do
+                kill_case "kill-$op-pt$pt-nofb" "$op" "$pt" n
+            done
+        done
+        kill_case "kill-WRITE-pt0-fb" WRITE 0 y
+        kill_case "kill-READ-pt1-fb" READ 1 y
+    } 2>>"$log/kill-shell.err"
+fi
+
+cleanup
+# Killed relays leave their registry entries (arena pages included) until a
+# process of their group registers again; no process of these groups is left.
+rm -rf "/dev/shm/ucx-pxn-$(id -u)-$prefix-node0" "/dev/shm/ucx-pxn-$(id -u)-$prefix-node1"
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
