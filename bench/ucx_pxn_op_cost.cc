@@ -124,8 +124,10 @@ public:
         self_.map(group, getpid());
     }
 
-    Result run(const Phase &p)
+    /* Counted unless `warm` (a first run: pools, keys, slots). */
+    Result run(const Phase &p, bool warm = false)
     {
+        counting_ = !warm;
         Result r;
         if (p.single) {
             for (unsigned i = 0; i < p.ops; ++i) {
@@ -140,6 +142,7 @@ public:
     /* Progress calls with nothing to do. */
     Result idle(unsigned calls)
     {
+        counting_ = true;
         Result r;
         r.ops = calls;
         on();
@@ -166,7 +169,7 @@ private:
     }
     void on()
     {
-        if (!collecting_) {
+        if (counting_ && !collecting_) {
             CALLGRIND_TOGGLE_COLLECT;
             collecting_ = true;
         }
@@ -274,6 +277,7 @@ private:
     Counters           relay_, self_;
     std::vector<Op>    ops_;
     bool               collecting_ = false;
+    bool               counting_   = true;
 };
 
 struct Options {
@@ -309,7 +313,7 @@ int run_sender(const Options &o, const std::vector<std::string> &target,
     Sender s(u, target, group, relay_pid);
     const std::vector<Phase> list = phases(o);
     for (size_t i = 0; i < list.size(); ++i) {
-        s.run(list[i]); /* warm */
+        s.run(list[i], true);
         const Result r = s.run(list[i]);
         CALLGRIND_DUMP_STATS_AT(("phase" + std::to_string(i)).c_str());
         printf("phase %zu %u %lu %lu %u %u\n", i, r.ops, r.ns, r.pieces,
