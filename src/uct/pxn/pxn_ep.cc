@@ -262,10 +262,31 @@ bool Ep::reroute()
     return true;
 }
 
+/* The table search compares the packed key with every entry: an
+ * operation would pay it each time. The key remembers where our lane keeps
+ * it; another lane (or ep thread) that uses the key overwrites that. */
 ucs_status_t Ep::lane_rkey(uct_rkey_t rkey, uint32_t *index)
 {
-    const auto *key = reinterpret_cast<const uct_pxn_rkey_t*>(rkey);
-    return lane_->control().rkey_index(key->packed, key->length, index);
+    auto *key            = reinterpret_cast<uct_pxn_rkey_t*>(rkey);
+    LaneControl &control = lane_->control();
+    if (__atomic_load_n(&key->cache_lane, __ATOMIC_RELAXED) == &control) {
+        const uint32_t cached = __atomic_load_n(&key->cache_index, __ATOMIC_RELAXED);
+        if (control.rkey_current(cached,
+                                 __atomic_load_n(&key->cache_gen, __ATOMIC_RELAXED))) {
+            *index = cached;
+            return UCS_OK;
+        }
+    }
+    uint64_t gen;
+    const ucs_status_t status = control.rkey_index(key->packed, key->length,
+                                                   index, &gen);
+    if (status == UCS_OK) {
+        __atomic_store_n(&key->cache_lane, static_cast<const void*>(&control),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&key->cache_index, *index, __ATOMIC_RELAXED);
+        __atomic_store_n(&key->cache_gen, gen, __ATOMIC_RELAXED);
+    }
+    return status;
 }
 
 /* UCP 1.13 may hand a GPU pointer to put_short as host memory: the CPU must
