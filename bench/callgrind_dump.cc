@@ -24,7 +24,8 @@ std::vector<std::string> words(const std::string &s)
  * except the one after calls= (a callee's inclusive cost, counted where the
  * callee is). */
 std::map<std::string, Dump> read_dumps(const std::string &dir,
-                                       const std::string &skip)
+                                       const std::string &skip_object,
+                                       const std::string &skip_function)
 {
     std::map<std::string, Dump> dumps;
     DIR *d = opendir(dir.c_str());
@@ -36,7 +37,7 @@ std::map<std::string, Dump> read_dumps(const std::string &dir,
         char line[8192];
         std::string trigger, fn;
         Dump dump;
-        bool callee = false, skipped = false;
+        bool callee = false, skip_ob = false, skip_fn = false;
         while ((f != nullptr) && fgets(line, sizeof(line), f)) {
             std::string l(line);
             while (!l.empty() && isspace(static_cast<unsigned char>(l.back()))) {
@@ -46,16 +47,19 @@ std::map<std::string, Dump> read_dumps(const std::string &dir,
             if (l.compare(0, t.size(), t) == 0) {
                 trigger = l.substr(t.size());
             } else if (l.compare(0, 3, "ob=") == 0) {
-                skipped = !skip.empty() && (l.find(skip) != std::string::npos);
+                skip_ob = !skip_object.empty() &&
+                          (l.find(skip_object) != std::string::npos);
             } else if (l.compare(0, 3, "fn=") == 0) {
-                fn = l.substr(3);
+                fn      = l.substr(3);
+                skip_fn = !skip_function.empty() &&
+                          (fn.find(skip_function) != std::string::npos);
             } else if (l.compare(0, 6, "calls=") == 0) {
                 callee = true;
             } else if (!l.empty() && isdigit(static_cast<unsigned char>(l[0]))) {
                 const auto w = words(l);
                 const uint64_t ir = (w.size() > 1) ?
                                     strtoull(w[1].c_str(), nullptr, 10) : 0;
-                if (!callee && !skipped) {
+                if (!callee && !skip_ob && !skip_fn) {
                     dump.self[fn] += ir;
                     dump.total    += ir;
                 }

@@ -13,16 +13,18 @@
 
 namespace pxn_bench {
 
-/* One dump: its instructions, and each function's own share, except the
- * functions of the object `skip` names (a substring of its path). */
+/* One dump: its instructions, and each function's own share. */
 struct Dump {
     uint64_t                        total = 0;
     std::map<std::string, uint64_t> self;
 };
 
-/* The dumps of `dir`/callgrind.out*, by the name given to the dump. */
+/* The dumps of `dir`/callgrind.out*, by the name given to the dump,
+ * without the functions of an object whose path contains `skip_object`
+ * or whose name contains `skip_function` (empty: none). */
 std::map<std::string, Dump> read_dumps(const std::string &dir,
-                                       const std::string &skip);
+                                       const std::string &skip_object,
+                                       const std::string &skip_function = "");
 
 /* Instructions of the C library's memcpy/memmove: large copies run as
  * "rep movsb", which callgrind counts once per byte. */
