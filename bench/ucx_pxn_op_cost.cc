@@ -3,8 +3,12 @@
  * instructions by callgrind (stable run to run, unlike time on a shared
  * machine), beside the same operations timed natively.
  *
- *   ucx_pxn_op_cost [--ops N] [--big-ops N] [--single N] [--valgrind PATH]
- *                   [--no-valgrind] [--keep DIR] [--env UCX_PXN_X=v]...
+ *   ucx_pxn_op_cost [--ops N] [--big-ops N] [--single N] [--eps N]
+ *                   [--valgrind PATH] [--no-valgrind] [--keep DIR]
+ *                   [--profile N] [--env UCX_PXN_X=v]...
+ *
+ * --eps N: N more endpoints to the same target, idle (an application with
+ * many peers); --profile N: the N costliest functions of each row.
  *
  * Three processes on this host, no network namespaces, inner transport cma
  * (rails told apart by UCX_PXN_RAIL_MAP, nodes by UCX_PXN_GROUP):
@@ -98,8 +102,10 @@ struct Result {
 
 class Sender {
 public:
+    /* `extra_eps` more eps to the same target, idle: what an application
+     * with many peers has. */
     Sender(Uct &u, const std::vector<std::string> &target, const std::string &group,
-           pid_t relay_pid) : u_(u)
+           pid_t relay_pid, unsigned extra_eps) : u_(u)
     {
         const auto dev = unhex(target[0]), iface = unhex(target[1]);
         remote_ = std::stoull(target[2]);
@@ -111,6 +117,11 @@ public:
         params.iface      = u.iface;
         params.dev_addr   = reinterpret_cast<const uct_device_addr_t*>(dev.data());
         params.iface_addr = reinterpret_cast<const uct_iface_addr_t*>(iface.data());
+        for (unsigned i = 0; i < extra_eps; ++i) {
+            uct_ep_h idle;
+            check(uct_ep_create(&params, &idle), "uct_ep_create");
+            idle_eps_.push_back(idle);
+        }
         check(uct_ep_create(&params, &ep_), "uct_ep_create");
         ucs_status_t status;
         while (((status = uct_ep_flush(ep_, 0, nullptr)) == UCS_ERR_NO_RESOURCE) ||
@@ -270,6 +281,7 @@ private:
 
     Uct               &u_;
     uct_ep_h           ep_ = nullptr;
+    std::vector<uct_ep_h> idle_eps_;
     uct_rkey_bundle_t  rkey_{};
     uint64_t           remote_ = 0;
     uint8_t           *buffer_ = nullptr;
@@ -281,7 +293,7 @@ private:
 };
 
 struct Options {
-    unsigned ops = 2000, big_ops = 32, single = 200;
+    unsigned ops = 2000, big_ops = 32, single = 200, extra_eps = 0;
     std::string valgrind = "valgrind";
     bool use_valgrind = true;
     std::string keep;
@@ -310,7 +322,7 @@ int run_sender(const Options &o, const std::vector<std::string> &target,
 {
     Uct u;
     u.open("pxn_cma", "pxn", "memory");
-    Sender s(u, target, group, relay_pid);
+    Sender s(u, target, group, relay_pid, o.extra_eps);
     const std::vector<Phase> list = phases(o);
     for (size_t i = 0; i < list.size(); ++i) {
         s.run(list[i], true);
@@ -441,6 +453,7 @@ int drive(const char *self, const Options &o)
                                      "--ops", std::to_string(o.ops),
                                      "--big-ops", std::to_string(o.big_ops),
                                      "--single", std::to_string(o.single),
+                                     "--eps", std::to_string(o.extra_eps),
                                      "--relay-pid", std::to_string(relay.pid),
                                      t[1], t[2], t[3], t[4]};
     Child native = spawn(args, node_env(0, 0, tag, o));
@@ -558,6 +571,8 @@ int main(int argc, char **argv)
             o.big_ops = std::max(1, atoi(value().c_str()));
         } else if (a == "--single") {
             o.single = std::max(1, atoi(value().c_str()));
+        } else if (a == "--eps") {
+            o.extra_eps = std::max(0, atoi(value().c_str()));
         } else if (a == "--relay-pid") {
             relay_pid = atoi(value().c_str());
         } else if (a == "--valgrind") {
@@ -574,7 +589,7 @@ int main(int argc, char **argv)
             rest.push_back(a);
         } else {
             fprintf(stderr, "usage: ucx_pxn_op_cost [--ops N] [--big-ops N] "
-                    "[--single N] [--valgrind PATH] [--no-valgrind] [--keep DIR] "
+                    "[--single N] [--eps N] [--valgrind PATH] [--no-valgrind] [--keep DIR] "
                     "[--profile N] "
                     "[--env UCX_PXN_X=v]...\n");
             return 2;

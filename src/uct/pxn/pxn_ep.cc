@@ -22,6 +22,10 @@ namespace uct {
 
 Ep::~Ep()
 {
+    if (queued_) {
+        active_->erase(std::remove(active_->begin(), active_->end(), this),
+                       active_->end());
+    }
     if ((direct_ep_ != nullptr) || !direct_rkeys_.empty()) {
         std::lock_guard<std::mutex> guard(hub_->net().lock());
         /* Destroying the ep cancels what is still in flight on it. */
@@ -84,6 +88,7 @@ void Ep::route_answered(const RouteAnswer &answer)
      * ep whose outbound route fails may still receive. */
     if (!ever_connected_ && to_iface_ && (error_ == UCS_OK)) {
         error_ = answer.status;
+        want_progress(); /* reported from iface progress */
     }
 }
 
@@ -232,6 +237,7 @@ ucs_status_t Ep::ready(bool *direct)
                 return UCS_ERR_UNREACHABLE; /* ep-to-ep: receive only */
             }
             error_ = UCS_ERR_UNREACHABLE;
+            want_progress();
             return error_;
         }
         *direct = true;
@@ -402,6 +408,7 @@ void Ep::op_done(ucs_status_t status)
     if ((status != UCS_OK) && (status != UCS_ERR_CANCELED) &&
         (error_ == UCS_OK)) {
         error_ = status;
+        want_progress();
     }
     while (!flushes_.empty() && (flushes_.front().first <= completed_)) {
         uct_completion_t *comp = flushes_.front().second;
@@ -447,7 +454,36 @@ ucs_status_t Ep::fence()
 ucs_status_t Ep::pending_add(uct_pending_req_t *req)
 {
     pending_.push_back(req);
+    want_progress();
     return UCS_OK;
+}
+
+bool Ep::needs_progress() const
+{
+    return !pending_.empty() || !direct_ops_.empty() ||
+           ((error_ != UCS_OK) && !reported_) ||
+           (connected_ && (error_ == UCS_OK) && (asked_ == nullptr) &&
+            lane_->failed());
+}
+
+/* Iface progress visits only the eps on this list (and all of them now
+ * and then): a process with thousands of endpoints would otherwise pay for
+ * every one of them in every progress call. */
+void Ep::want_progress()
+{
+    if (!queued_) {
+        queued_ = true;
+        active_->push_back(this);
+    }
+}
+
+bool Ep::settle()
+{
+    if (needs_progress()) {
+        return false;
+    }
+    queued_ = false;
+    return true;
 }
 
 void Ep::pending_purge(uct_pending_purge_callback_t cb, void *arg)
@@ -510,7 +546,7 @@ UCS_CLASS_INIT_FUNC(uct_pxn_ep_t, const uct_ep_params_t *params)
         return UCS_ERR_UNREACHABLE; /* a dormant iface */
     }
     try {
-        self->impl = new Ep(iface->hub, &self->super.super);
+        self->impl = new Ep(iface->hub, &self->super.super, iface->active);
     } catch (const std::bad_alloc &) {
         return UCS_ERR_NO_MEMORY;
     }

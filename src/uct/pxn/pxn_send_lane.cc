@@ -56,11 +56,11 @@ uint64_t SendRequest::bytes() const
 
 SendLane::SendLane(Registry *registry, std::unique_ptr<PeerMapping> mapping,
                    const ProcessIdentity &self, const Settings &settings,
-                   int gpu, abi::SenderCounters *counters) :
+                   int gpu, abi::SenderCounters *counters, uint64_t *failures) :
     control_(registry, std::move(mapping), self, settings),
     settings_(&settings), geometry_(settings.geometry), gpu_(gpu),
     credit_timeout_ns_(uint64_t(settings.credit_timeout * 1e9)),
-    counters_(counters)
+    counters_(counters), failures_(failures)
 {
     rail_hash_ = pxn::rail_hash(control_.relay().rail);
 }
@@ -403,6 +403,9 @@ void SendLane::fail_all(ucs_status_t status)
         return;
     }
     failed_ = true;
+    if (failures_ != nullptr) {
+        ++*failures_;
+    }
     ucs_debug("pxn: lane to relay pid %u failed: %s", relay().identity.pid,
               ucs_status_string(status));
     if (records_.empty()) {

@@ -92,10 +92,11 @@ struct SendRequest {
 class SendLane {
 public:
     /* The lane opens in the background (LaneControl); `counters` is shared
-     * by the lanes of the process and updated atomically. */
+     * by the lanes of the process and updated atomically; `failures`
+     * (optional, the sender's thread's) counts lanes that failed. */
     SendLane(Registry *registry, std::unique_ptr<PeerMapping> mapping,
              const ProcessIdentity &self, const Settings &settings, int gpu,
-             abi::SenderCounters *counters);
+             abi::SenderCounters *counters, uint64_t *failures = nullptr);
     ~SendLane();
     SendLane(const SendLane&) = delete;
     SendLane &operator=(const SendLane&) = delete;
@@ -217,6 +218,7 @@ private:
     uint64_t                      stall_since_ns_ = 0;
     uint64_t                      next_health_ns_ = 0;
     abi::SenderCounters          *counters_ = nullptr;
+    uint64_t                     *failures_ = nullptr;
 };
 
 template<typename Pack>
