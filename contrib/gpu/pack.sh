@@ -31,5 +31,7 @@ for lib in libnuma.so.1; do
     cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" "$out/extra/"
 done
 cp -L /usr/local/cuda/lib64/libcudart.so.13 "$out/extra/" 2>/dev/null || true
+# contrib/gpu/host.sh: host benchmarks, and iproute2's ip
+bash "$top/contrib/gpu/pack_host.sh" "$build" "$out"
 find "$out" -type f \( -name '*.so*' -o -perm -u+x \) -exec strip --strip-debug {} + 2>/dev/null || true
 du -sh "$out"

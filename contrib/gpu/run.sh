@@ -4,7 +4,8 @@
 # through pxn, and the GPU benchmark. Results go to $OUT (or ./gpu-out).
 #   bash contrib/gpu/run.sh [tests|perftest|bench|stage|all]   (or tune, or
 #   cross: the staging hop between two GPUs and several senders into one
-#   relay; senders: only the latter)
+#   relay; senders: only the latter; host: host-memory benchmarks across
+#   emulated rails, contrib/gpu/host.sh, as root)
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -140,4 +141,10 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     section "same, copy engine only"
     timeout 60 "$c/build/src/tools/ucx_pxn_bench" --gpu --reps 3 --total 256M \
         --sizes 4K,64K,8M --env UCX_PXN_COPY=ce 2>&1 | tee "$out/bench-gpu-ce.txt"
+fi
+
+# --- host: host memory across emulated rails (contrib/gpu/host.sh) ---------
+if [ "$what" = host ]; then
+    section "host benchmarks across emulated rails (contrib/gpu/host.sh)"
+    OUT=$out bash "$top/contrib/gpu/host.sh" 2>&1 | tee "$out/host.txt"
 fi
