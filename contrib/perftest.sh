@@ -89,12 +89,21 @@ run() {
     UCX_TLS=$tls slot "$sn" "$sr" timeout 60 "$ucx/bin/ucx_perftest" -p $port \
         > "$log/server-$label-$size.log" 2>&1 &
     local server=$!
-    sleep 0.5
-    local ip=10.99.$sn.$((sr + 1))
-    if UCX_TLS=$tls UCX_LOG_LEVEL=info slot 0 0 timeout 60 \
-           "$ucx/bin/ucx_perftest" "$ip" -p $port -t "$test" \
-           -s "$(bytes "$size")" -n "$n" -w $(( n / 10 + 1 )) ${outstanding:+-O $outstanding} \
-           > "$log/client-$label-$size.log" 2>&1; then
+    local ip=10.99.$sn.$((sr + 1)) try ok=0
+    # A loaded machine may start the server late: "connect() failed" is
+    # tried again (the client never reached it), anything else is a result.
+    for try in 1 2 3 4 5; do
+        sleep 0.5
+        if UCX_TLS=$tls UCX_LOG_LEVEL=info slot 0 0 timeout 60 \
+               "$ucx/bin/ucx_perftest" "$ip" -p $port -t "$test" \
+               -s "$(bytes "$size")" -n "$n" -w $(( n / 10 + 1 )) ${outstanding:+-O $outstanding} \
+               > "$log/client-$label-$size.log" 2>&1; then
+            ok=1
+            break
+        fi
+        grep -q 'connect() failed' "$log/client-$label-$size.log" || break
+    done
+    if [ $ok = 1 ]; then
         awk '/^Final:/ {printf "%10.0f %10.1f", $6, $8 / 1000}' \
             "$log/client-$label-$size.log"
     else
