@@ -111,7 +111,9 @@ uint8_t *Uct::alloc(size_t size, uct_mem_h *memh, std::string *rkey)
 
 void Counters::map(const std::string &group, pid_t pid)
 {
-    const std::string dir = "/dev/shm/ucx-pxn-" + std::to_string(geteuid()) +
+    const char *base      = getenv("UCX_PXN_REGISTRY_DIR");
+    const std::string dir = std::string((base && *base) ? base : "/dev/shm") +
+                            "/ucx-pxn-" + std::to_string(geteuid()) +
                             "-" + group;
     const std::string prefix = "p" + std::to_string(pid) + "-";
     DIR *d = opendir(dir.c_str());

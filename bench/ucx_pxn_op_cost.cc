@@ -477,7 +477,9 @@ int drive(const char *self, const Options &o)
     finish(relay);
     finish(target);
     for (int node = 0; node < 2; ++node) {
-        const std::string reg = "/dev/shm/ucx-pxn-" + std::to_string(geteuid()) +
+        const char *base      = getenv("UCX_PXN_REGISTRY_DIR");
+        const std::string reg = std::string((base && *base) ? base : "/dev/shm") +
+                                "/ucx-pxn-" + std::to_string(geteuid()) +
                                 "-" + tag + "-node" + std::to_string(node);
         if (system(("rm -rf " + reg).c_str()) != 0) {
             fprintf(stderr, "ucx_pxn_op_cost: could not remove %s\n", reg.c_str());

@@ -38,6 +38,14 @@ bench=$c/build/bench
 
 section "machine"
 nproc
+df -h /dev/shm
+# Host arenas live in the registry's file system: a container's small
+# /dev/shm would shrink pxn's geometry (configuration.md); the disk then.
+if [ "$(df -k --output=size /dev/shm | tail -n 1)" -lt $((4 << 20)) ]; then
+    export UCX_PXN_REGISTRY_DIR=/tmp/pxn-registry
+    mkdir -p "$UCX_PXN_REGISTRY_DIR"
+    echo "/dev/shm under 4 GiB: UCX_PXN_REGISTRY_DIR=$UCX_PXN_REGISTRY_DIR"
+fi
 ip -V || fail "the carried ip does not run here"
 command -v ip
 # A network namespace is all the topology needs of the kernel and of ip.

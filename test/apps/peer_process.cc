@@ -279,7 +279,9 @@ double process_cpu_seconds(pid_t pid)
 bool read_counters(const std::string &group, pid_t pid,
                    pxn::abi::ProcessCounters *counters)
 {
-    const std::string dir = "/dev/shm/ucx-pxn-" + std::to_string(geteuid()) +
+    const char *base      = getenv("UCX_PXN_REGISTRY_DIR");
+    const std::string dir = std::string((base && *base) ? base : "/dev/shm") +
+                            "/ucx-pxn-" + std::to_string(geteuid()) +
                             "-" + group;
     const std::string prefix = "p" + std::to_string(pid) + "-";
     DIR *d = opendir(dir.c_str());
