@@ -4,6 +4,16 @@
 # same-rail pair with and without pxn in UCX_TLS (pxn must stay out of it).
 #
 #   bash contrib/perftest.sh [--test ucp_put_bw] [--sizes 4K,1M,64M] [--iters N]
+#   bash contrib/perftest.sh --test ucp_put_bw,ucp_get [--sizes ...]
+#
+# With several tests (comma-separated), only the cross-rail pxn path runs,
+# each test beside the others (e.g. GET beside PUT, with their ratio), every
+# size with fresh processes (as a new client's first transfer).
+#
+# --outstanding N: at most N operations in flight (ucx_perftest -O; its
+# defaults differ: 32 for ucp_put_bw, 1 for ucp_get).
+# PXN_UCX_PREFIX: a UCX install holding the pxn module and its tools, used
+# as it is (nothing is built; the GPU machine's carried copy).
 #
 # Inner transport cma (put and get, same host): rails are told apart by
 # UCX_PXN_RAIL_MAP, UCP's own tcp stays on the frontend. Relays:
@@ -17,19 +27,26 @@ build=${PXN_BUILD_DIR:-$top/build}
 test=ucp_put_bw
 sizes=4K,64K,1M,16M,64M
 iters=
+outstanding=
 while [ $# -gt 0 ]; do
     case $1 in
+    --outstanding) outstanding=$2; shift 2 ;;
     --test) test=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
-    *) echo "usage: perftest.sh [--test T] [--sizes LIST] [--iters N]" >&2; exit 2 ;;
+    *) echo "usage: perftest.sh [--test T[,T2...]] [--sizes LIST] [--iters N] [--outstanding N]" >&2
+       exit 2 ;;
     esac
 done
 [ "$(id -u)" = 0 ] || { echo "perftest.sh: run as root (network namespaces)" >&2; exit 2; }
 
-bash "$top/contrib/build.sh"
+if [ -n "${PXN_UCX_PREFIX:-}" ]; then
+    ucx=$PXN_UCX_PREFIX
+else
+    bash "$top/contrib/build.sh"
+    ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
+fi
 bash "$top/contrib/topology.sh" up --nodes 2 --rails 2 >&2
-ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
 T="$top/contrib/topology.sh"
 log=$(mktemp -d /tmp/pxn-perftest.XXXXXX)
 pids=()
@@ -60,10 +77,11 @@ start_relay() {
 
 bytes() { numfmt --from=iec "$1"; }
 
-# run <label> <tls> <server node> <server rail> <size>: prints MB/s and Kmsg/s
+# run <label> <tls> <server node> <server rail> <size> [test]: prints MB/s
+# and Kmsg/s
 port=13600
 run() {
-    local label=$1 tls=$2 sn=$3 sr=$4 size=$5
+    local label=$1 tls=$2 sn=$3 sr=$4 size=$5 test=${6:-$test}
     port=$((port + 1))
     local b
     b=$(bytes "$size")
@@ -71,12 +89,21 @@ run() {
     UCX_TLS=$tls slot "$sn" "$sr" timeout 60 "$ucx/bin/ucx_perftest" -p $port \
         > "$log/server-$label-$size.log" 2>&1 &
     local server=$!
-    sleep 0.5
-    local ip=10.99.$sn.$((sr + 1))
-    if UCX_TLS=$tls UCX_LOG_LEVEL=info slot 0 0 timeout 60 \
-           "$ucx/bin/ucx_perftest" "$ip" -p $port -t "$test" \
-           -s "$(bytes "$size")" -n "$n" -w $(( n / 10 + 1 )) \
-           > "$log/client-$label-$size.log" 2>&1; then
+    local ip=10.99.$sn.$((sr + 1)) try ok=0
+    # A loaded machine may start the server late: "connect() failed" is
+    # tried again (the client never reached it), anything else is a result.
+    for try in 1 2 3 4 5; do
+        sleep 0.5
+        if UCX_TLS=$tls UCX_LOG_LEVEL=info slot 0 0 timeout 60 \
+               "$ucx/bin/ucx_perftest" "$ip" -p $port -t "$test" \
+               -s "$(bytes "$size")" -n "$n" -w $(( n / 10 + 1 )) ${outstanding:+-O $outstanding} \
+               > "$log/client-$label-$size.log" 2>&1; then
+            ok=1
+            break
+        fi
+        grep -q 'connect() failed' "$log/client-$label-$size.log" || break
+    done
+    if [ $ok = 1 ]; then
         awk '/^Final:/ {printf "%10.0f %10.1f", $6, $8 / 1000}' \
             "$log/client-$label-$size.log"
     else
@@ -88,6 +115,33 @@ run() {
 start_relay 0 1
 start_relay 1 0
 sleep 1
+
+if [[ $test == *,* ]]; then
+    IFS=, read -r -a tests <<<"$test"
+    echo "ucx_perftest across emulated rails through pxn (inner cma; logs in $log)"
+    printf '%6s' ""
+    for t in "${tests[@]}"; do printf ' | %21s' "$t"; done
+    printf ' | %s\n' "${tests[1]}/${tests[0]}"
+    printf '%6s' size
+    for t in "${tests[@]}"; do printf ' | %10s %10s' MB/s Kmsg/s; done
+    printf ' |\n'
+    for size in ${sizes//,/ }; do
+        printf '%6s' "$size"
+        first=
+        for t in "${tests[@]}"; do
+            r=$(run "pxn-$t" pxn,tcp 1 1 "$size" "$t")
+            printf ' | %s' "$r"
+            if [ -z "$first" ]; then first=$r; else second=$r; fi
+        done
+        echo "$first $second" | awk '{ if ($1 > 0 && $3 > 0) printf " | %6.2f\n", $3 / $1;
+                                        else print " |   -" }'
+    done
+    grep -h 'ep_cfg' "$log"/client-pxn-*.log | sed 's/.*ep_cfg/cross-rail ep_cfg/' | sort -u | head -3
+    cleanup
+    pids=()
+    cat "$log/relay-n0r1.log" "$log/relay-n1r0.log" | grep stopped
+    exit 0
+fi
 
 echo "ucx_perftest -t $test across emulated rails (inner cma; logs in $log)"
 printf '%6s | %21s | %21s | %6s | %21s | %21s\n' "" "cross-rail via pxn" \

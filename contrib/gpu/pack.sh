@@ -60,5 +60,7 @@ mkdir -p "$out/build/bench" "$out/build/test/apps"
 cp "$build"/bench/{ucx_pxn_first_bench,ucx_pxn_footprint,ucx_pxn_bench,ucx_pxn_stage_bench} \
    "$out/build/bench/"
 cp "$build/test/apps/ucx_pxn_peer" "$out/build/test/apps/"
+# contrib/gpu/host.sh: host benchmarks, and iproute2's ip
+bash "$top/contrib/gpu/pack_host.sh" "$build" "$out"
 find "$out" -type f \( -name '*.so*' -o -perm -u+x \) -exec strip --strip-debug {} + 2>/dev/null || true
 du -sh "$out"

@@ -8,7 +8,8 @@
 #   staging hop's piece shapes and GET copy-out, then UCP puts and gets of
 #   GPU memory per copy policy, in about two minutes; arena: staging memory
 #   per lane, geometries, first transfers; ucp: only the UCP puts and gets
-#   of staging)
+#   of staging; host: host-memory benchmarks across emulated rails,
+#   contrib/gpu/host.sh, as root)
 # PXN_GPU_TESTS: the gtest filter of `tests` (default PxnCuda.*:PxnComponent.*).
 set -uo pipefail
 
@@ -210,4 +211,10 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     section "same, copy engine only"
     timeout 60 "$c/build/bench/ucx_pxn_bench" --gpu --reps 3 --total 256M \
         --sizes 4K,64K,8M --env UCX_PXN_COPY=ce 2>&1 | tee "$out/bench-gpu-ce.txt"
+fi
+
+# --- host: host memory across emulated rails (contrib/gpu/host.sh) ---------
+if [ "$what" = host ]; then
+    section "host benchmarks across emulated rails (contrib/gpu/host.sh)"
+    OUT=$out bash "$top/contrib/gpu/host.sh" 2>&1 | tee "$out/host.txt"
 fi

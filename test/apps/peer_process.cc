@@ -16,6 +16,25 @@
 
 namespace pxn_tools {
 
+namespace {
+
+/* iproute2's ip: the first in PATH (a machine without iproute2 gets one
+ * carried in, contrib/gpu/host.sh), else where distributions put it. */
+std::string ip_binary()
+{
+    const char *path = getenv("PATH");
+    std::stringstream dirs(path ? path : "");
+    for (std::string dir; std::getline(dirs, dir, ':');) {
+        const std::string ip = (dir.empty() ? "." : dir) + "/ip";
+        if (access(ip.c_str(), X_OK) == 0) {
+            return ip;
+        }
+    }
+    return (access("/usr/sbin/ip", X_OK) == 0) ? "/usr/sbin/ip" : "/sbin/ip";
+}
+
+} // namespace
+
 PeerProcess::~PeerProcess()
 {
     if (pid_ > 0) {
@@ -42,10 +61,7 @@ bool PeerProcess::start(const std::string &binary, const std::string &netns,
     }
     std::vector<std::string> argv;
     if (!netns.empty()) {
-        argv = {"/usr/sbin/ip", "netns", "exec", netns};
-        if (access(argv[0].c_str(), X_OK) != 0) {
-            argv[0] = "/sbin/ip";
-        }
+        argv = {ip_binary(), "netns", "exec", netns};
     }
     for (const auto &a : {binary, md, tl, device}) {
         argv.push_back(a);
@@ -263,7 +279,9 @@ double process_cpu_seconds(pid_t pid)
 bool read_counters(const std::string &group, pid_t pid,
                    pxn::abi::ProcessCounters *counters)
 {
-    const std::string dir = "/dev/shm/ucx-pxn-" + std::to_string(geteuid()) +
+    const char *base      = getenv("UCX_PXN_REGISTRY_DIR");
+    const std::string dir = std::string((base && *base) ? base : "/dev/shm") +
+                            "/ucx-pxn-" + std::to_string(geteuid()) +
                             "-" + group;
     const std::string prefix = "p" + std::to_string(pid) + "-";
     DIR *d = opendir(dir.c_str());
@@ -309,10 +327,7 @@ bool BackgroundProcess::start(const std::string &netns,
 {
     std::vector<std::string> args;
     if (!netns.empty()) {
-        args = {"/usr/sbin/ip", "netns", "exec", netns};
-        if (access(args[0].c_str(), X_OK) != 0) {
-            args[0] = "/sbin/ip";
-        }
+        args = {ip_binary(), "netns", "exec", netns};
     }
     args.insert(args.end(), argv.begin(), argv.end());
     const int out = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,

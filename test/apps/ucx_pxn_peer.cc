@@ -27,7 +27,9 @@
  *   put <short|bcopy|zcopy> <raddr> <rkey> <bytes> <chunk> <offset>
  *   get <zcopy|bcopy> <raddr> <rkey> <bytes> <chunk> <offset>
  *         moves [offset, offset+bytes) of the local buffer to/from raddr +
- *         offset, in operations of chunk bytes, then flushes:
+ *         offset, in operations of chunk bytes (chunk "<min>-<max>":
+ *         sizes drawn uniformly from [min, max], the same sequence every
+ *         time), then flushes:
  *                                 -> done <status> <ns> <ops>
  *   caps                          -> caps <put short> <put bcopy> <put zcopy>
  *                                         <get bcopy> <get zcopy>
@@ -45,11 +47,13 @@
 #include <ucs/pxn/abi.h>
 #include <uct/api/uct.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <poll.h>
+#include <random>
 #include <sched.h>
 #include <iostream>
 #include <map>
@@ -244,19 +248,38 @@ size_t pack_bytes(void *dest, void *arg)
     return a->length;
 }
 
-std::string cmd_move(Peer &p, const std::string &kind, uint64_t raddr,
-                     uct_rkey_t rkey, size_t bytes, size_t chunk, size_t offset)
+/* Operation sizes covering `bytes`: `chunk` each, or, with max_chunk >
+ * chunk, drawn from [chunk, max_chunk] by a fixed-seed generator. */
+std::vector<size_t> op_sizes(size_t bytes, size_t chunk, size_t max_chunk)
 {
+    std::vector<size_t> sizes;
+    std::mt19937_64 rng(42);
+    std::uniform_int_distribution<size_t> pick(chunk, std::max(chunk, max_chunk));
+    for (size_t moved = 0; moved < bytes;) {
+        const size_t len = std::min(bytes - moved,
+                                    (max_chunk > chunk) ? pick(rng) : chunk);
+        sizes.push_back(len);
+        moved += len;
+    }
+    return sizes;
+}
+
+std::string cmd_move(Peer &p, const std::string &kind, uint64_t raddr,
+                     uct_rkey_t rkey, size_t bytes, size_t chunk,
+                     size_t max_chunk, size_t offset)
+{
+    const std::vector<size_t> sizes = op_sizes(bytes, chunk, max_chunk);
     const auto start = std::chrono::steady_clock::now();
     PeerBuffer &b    = *p.cur;
-    const size_t ops = (bytes + chunk - 1) / chunk;
+    const size_t ops = sizes.size();
     std::vector<Op> comps(ops);
     size_t done = 0, expected = 0;
     ucs_status_t status = UCS_OK;
 
-    for (size_t i = 0; (i < ops) && !UCS_STATUS_IS_ERR(status); ++i) {
-        const size_t off = offset + i * chunk;
-        const size_t len = std::min(chunk, offset + bytes - off);
+    size_t off = offset;
+    for (size_t i = 0; (i < ops) && !UCS_STATUS_IS_ERR(status);
+         off += sizes[i++]) {
+        const size_t len = sizes[i];
         comps[i].comp    = {op_done, 1, UCS_OK};
         comps[i].done    = &done;
         uct_iov_t iov    = {b.data() + off, len, b.memh(), 0, 1};
@@ -470,13 +493,18 @@ int main(int argc, char **argv)
             if (cmd == "get") {
                 kind = "get_" + kind;
             }
-            in >> raddr >> rkey >> bytes >> chunk >> offset;
+            std::string chunks;
+            in >> raddr >> rkey >> bytes >> chunks >> offset;
+            size_t max_chunk = 0;
+            if (sscanf(chunks.c_str(), "%zu-%zu", &chunk, &max_chunk) < 1) {
+                chunk = 0;
+            }
             if ((p.ep == nullptr) || (chunk == 0) || (offset > p.cur->size()) ||
                 (bytes > p.cur->size() - offset)) {
                 reply = "err bad arguments";
             } else {
                 reply = cmd_move(p, kind, raddr, unpack_rkey(p, rkey), bytes,
-                                 chunk, offset);
+                                 chunk, max_chunk, offset);
             }
         } else if (cmd == "caps") {
             reply = cmd_caps(p);

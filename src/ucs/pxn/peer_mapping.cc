@@ -33,17 +33,16 @@ PeerMapping::~PeerMapping()
     }
 }
 
-uint64_t PeerMapping::heartbeat_age_ns() const
+uint64_t PeerMapping::heartbeat_age_ns(uint64_t now) const
 {
-    const uint64_t now       = monotonic_ns();
     const uint64_t heartbeat = abi::load_acquire(header().heartbeat_ns);
     return (now > heartbeat) ? (now - heartbeat) : 0;
 }
 
-bool PeerMapping::is_healthy() const
+bool PeerMapping::is_healthy(uint64_t now) const
 {
     return (abi::load_acquire(header().state) == abi::kProcessReady) &&
-           (heartbeat_age_ns() <= registry_->heartbeat_timeout_ns());
+           (heartbeat_age_ns(now) <= registry_->heartbeat_timeout_ns());
 }
 
 ucs_status_t PeerMapping::claim_lane(const ProcessIdentity &sender,

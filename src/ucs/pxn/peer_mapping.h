@@ -46,9 +46,11 @@ public:
     const abi::ProcessHeader &header() const { return view_.header(); }
 
     /* State READY and heartbeat age <= the registry's heartbeat timeout.
-     * No syscall. */
-    bool is_healthy() const;
-    uint64_t heartbeat_age_ns() const;
+     * No syscall. With `now` (monotonic_ns()), no clock read either. */
+    bool is_healthy() const { return is_healthy(monotonic_ns()); }
+    bool is_healthy(uint64_t now) const;
+    uint64_t heartbeat_age_ns() const { return heartbeat_age_ns(monotonic_ns()); }
+    uint64_t heartbeat_age_ns(uint64_t now) const;
 
     uint32_t lanes() const { return view_.geometry.lanes; }
     /* index < lanes(), unchecked. */

@@ -8,7 +8,6 @@
 
 #ifdef PXN_HAVE_CUDA
 #include <dlfcn.h>
-#include <mutex>
 #endif
 
 namespace pxn {
@@ -53,11 +52,12 @@ const CudaDriver *load()
 
 } // namespace
 
+/* A function-local static, not std::call_once: the data path asks on every
+ * host copy (copy_any), and call_once goes through thread-local storage
+ * and pthread_once each time. */
 const CudaDriver *CudaDriver::get()
 {
-    static std::once_flag once;
-    static const CudaDriver *driver = nullptr;
-    std::call_once(once, [] { driver = load(); });
+    static const CudaDriver *const driver = load();
     return driver;
 }
 

@@ -1,6 +1,7 @@
 /*
- * Ep (pxn_ep.h): connection, operations through the lane, completion,
- * flush, fence and pending; the direct path is in pxn_ep_direct.cc.
+ * Ep (pxn_ep.h): connection and operations through the lane; completion,
+ * flush, fence and pending are in pxn_ep_progress.cc, the direct path in
+ * pxn_ep_direct.cc.
  */
 #include "pxn_ep.h"
 
@@ -22,6 +23,10 @@ namespace uct {
 
 Ep::~Ep()
 {
+    if (queued_) {
+        active_->erase(std::remove(active_->begin(), active_->end(), this),
+                       active_->end());
+    }
     if ((direct_ep_ != nullptr) || !direct_rkeys_.empty()) {
         std::lock_guard<std::mutex> guard(hub_->net().lock());
         /* Destroying the ep cancels what is still in flight on it. */
@@ -84,6 +89,7 @@ void Ep::route_answered(const RouteAnswer &answer)
      * ep whose outbound route fails may still receive. */
     if (!ever_connected_ && to_iface_ && (error_ == UCS_OK)) {
         error_ = answer.status;
+        want_progress(); /* reported from iface progress */
     }
 }
 
@@ -232,6 +238,7 @@ ucs_status_t Ep::ready(bool *direct)
                 return UCS_ERR_UNREACHABLE; /* ep-to-ep: receive only */
             }
             error_ = UCS_ERR_UNREACHABLE;
+            want_progress();
             return error_;
         }
         *direct = true;
@@ -262,10 +269,31 @@ bool Ep::reroute()
     return true;
 }
 
+/* The table search compares the packed key with every entry: an
+ * operation would pay it each time. The key remembers where our lane keeps
+ * it; another lane (or ep thread) that uses the key overwrites that. */
 ucs_status_t Ep::lane_rkey(uct_rkey_t rkey, uint32_t *index)
 {
-    const auto *key = reinterpret_cast<const uct_pxn_rkey_t*>(rkey);
-    return lane_->control().rkey_index(key->packed, key->length, index);
+    auto *key            = reinterpret_cast<uct_pxn_rkey_t*>(rkey);
+    LaneControl &control = lane_->control();
+    if (__atomic_load_n(&key->cache_lane, __ATOMIC_RELAXED) == &control) {
+        const uint32_t cached = __atomic_load_n(&key->cache_index, __ATOMIC_RELAXED);
+        if (control.rkey_current(cached,
+                                 __atomic_load_n(&key->cache_gen, __ATOMIC_RELAXED))) {
+            *index = cached;
+            return UCS_OK;
+        }
+    }
+    uint64_t gen;
+    const ucs_status_t status = control.rkey_index(key->packed, key->length,
+                                                   index, &gen);
+    if (status == UCS_OK) {
+        __atomic_store_n(&key->cache_lane, static_cast<const void*>(&control),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&key->cache_index, *index, __ATOMIC_RELAXED);
+        __atomic_store_n(&key->cache_gen, gen, __ATOMIC_RELAXED);
+    }
+    return status;
 }
 
 /* UCP 1.13 may hand a GPU pointer to put_short as host memory: the CPU must
@@ -375,99 +403,6 @@ ucs_status_t Ep::zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
     return status;
 }
 
-void Ep::op_done(ucs_status_t status)
-{
-    ++completed_;
-    if ((status != UCS_OK) && (status != UCS_ERR_CANCELED) &&
-        (error_ == UCS_OK)) {
-        error_ = status;
-    }
-    while (!flushes_.empty() && (flushes_.front().first <= completed_)) {
-        uct_completion_t *comp = flushes_.front().second;
-        flushes_.pop_front();
-        if ((status != UCS_OK) && (comp->status == UCS_OK)) {
-            comp->status = status;
-        }
-        if (--comp->count == 0) {
-            comp->func(comp);
-        }
-    }
-}
-
-ucs_status_t Ep::flush(unsigned, uct_completion_t *comp)
-{
-    /* An ep whose first route is on its way is not connected yet: flush
-     * waits for it like for an operation (UCT's NO_RESOURCE: retry, or
-     * pending_add), and then reports a refused connection. */
-    if (!pending_.empty() || ((asked_ != nullptr) && !connected_)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    if ((error_ != UCS_OK) && (issued_ == completed_)) {
-        return error_;
-    }
-    if (connected_) {
-        lane_->publish_open();
-    }
-    if (issued_ == completed_) {
-        return UCS_OK;
-    }
-    if (comp != nullptr) {
-        flushes_.emplace_back(issued_, comp);
-    }
-    return UCS_INPROGRESS;
-}
-
-ucs_status_t Ep::fence()
-{
-    fence_at_ = issued_;
-    return UCS_OK;
-}
-
-ucs_status_t Ep::pending_add(uct_pending_req_t *req)
-{
-    pending_.push_back(req);
-    return UCS_OK;
-}
-
-void Ep::pending_purge(uct_pending_purge_callback_t cb, void *arg)
-{
-    while (!pending_.empty()) {
-        uct_pending_req_t *req = pending_.front();
-        pending_.pop_front();
-        if (cb != nullptr) {
-            cb(req, arg);
-        }
-    }
-}
-
-unsigned Ep::progress_pending()
-{
-    unsigned work = direct_ops_.empty() ? 0 : progress_direct();
-    if (connected_ && (error_ == UCS_OK) && (asked_ == nullptr) &&
-        lane_->failed()) {
-        bool direct = false;
-        ready(&direct); /* routes again, or marks the ep failed for the iface */
-    }
-    /* UCT's pending contract: UCS_OK done, UCS_INPROGRESS partly done (call
-     * it again), UCS_ERR_NO_RESOURCE not now. A bounded number of rounds:
-     * the callbacks may post again and again. */
-    for (unsigned round = 0; (round < 1024) && !pending_.empty(); ++round) {
-        uct_pending_req_t *req = pending_.front();
-        pending_.pop_front();
-        dispatching_              = true;
-        const ucs_status_t status = req->func(req);
-        dispatching_              = false;
-        if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
-            pending_.push_front(req);
-        }
-        if (status == UCS_ERR_NO_RESOURCE) {
-            break;
-        }
-        ++work;
-    }
-    return work;
-}
-
 } // namespace uct
 } // namespace pxn
 
@@ -489,7 +424,7 @@ UCS_CLASS_INIT_FUNC(uct_pxn_ep_t, const uct_ep_params_t *params)
         return UCS_ERR_UNREACHABLE; /* a dormant iface */
     }
     try {
-        self->impl = new Ep(iface->hub, &self->super.super);
+        self->impl = new Ep(iface->hub, &self->super.super, iface->active);
     } catch (const std::bad_alloc &) {
         return UCS_ERR_NO_MEMORY;
     }

@@ -59,7 +59,10 @@ namespace uct {
 
 class Ep final : public SendOwner, public RouteClient {
 public:
-    Ep(Hub *hub, uct_ep_h self) : hub_(hub), self_(self) {}
+    /* `active`: the iface's list of endpoints that its progress must visit
+     * (want_progress()); outlives the ep. */
+    Ep(Hub *hub, uct_ep_h self, std::vector<Ep*> *active) :
+        hub_(hub), self_(self), active_(active) {}
     ~Ep();
     Ep(const Ep&) = delete;
     Ep &operator=(const Ep&) = delete;
@@ -94,6 +97,14 @@ public:
     /* From iface progress: dispatch pending requests. */
     unsigned     progress_pending();
     bool         idle() const { return issued_ == completed_; }
+    /* Iface progress has something to do here: pending requests, direct
+     * operations, a failure to report, a lane that failed under the
+     * route. */
+    bool         needs_progress() const;
+    /* Puts the ep on the iface's active list (once). */
+    void         want_progress();
+    /* After a visit: true (and off the list) when nothing is left. */
+    bool         settle();
 
     /* A failure the iface must report through UCT's error handler (peer
      * failure), once: UCS_OK when none. */
@@ -149,6 +160,8 @@ private:
 
     Hub                      *hub_;
     uct_ep_h                  self_;
+    std::vector<Ep*>         *active_;
+    bool                      queued_   = false; /* on *active_ */
     ucs_status_t              error_    = UCS_OK; /* first failure seen */
     bool                      reported_ = false;
     std::shared_ptr<SendLane> lane_;      /* the route's lane */

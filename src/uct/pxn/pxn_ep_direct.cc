@@ -50,6 +50,7 @@ bool Ep::fall_back(const SendRequest &req, const uint8_t *rkey,
     op->comp.status = UCS_OK;
     post_direct(*op);
     direct_ops_.push_back(std::move(op));
+    want_progress(); /* iface progress finishes it */
     abi::SenderCounters &counters = hub_->sender_counters();
     __atomic_fetch_add(&counters.fallback_ops, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&counters.fallback_bytes, req.bytes(), __ATOMIC_RELAXED);
@@ -143,6 +144,7 @@ ucs_status_t Ep::zcopy_direct(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
     const auto *key = reinterpret_cast<const uct_pxn_rkey_t*>(rkey);
     if (!fall_back(req, key->packed, key->length)) {
         error_ = UCS_ERR_UNREACHABLE;
+        want_progress();
         return error_;
     }
     ++issued_;

@@ -75,6 +75,7 @@ public:
 
     unsigned progress();
     bool     idle() const { return sender_->idle(); }
+    uint64_t lane_failures() const { return sender_->lane_failures(); }
 
     abi::SenderCounters        &sender_counters() const { return *sender_counters_; }
     /* The relay counters of this iface's home rail (zeros without one). */

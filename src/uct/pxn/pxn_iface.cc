@@ -286,6 +286,9 @@ static void uct_pxn_vfs_show_age(void *, ucs_string_buffer_t *strb,
     }
 }
 
+/* Every endpoint is looked at once in this many progress calls. */
+static constexpr unsigned kScanRounds = 256;
+
 static unsigned uct_pxn_iface_progress(uct_iface_h tl_iface) noexcept
 {
     uct_pxn_iface_t *iface = ucs_derived_of(tl_iface, uct_pxn_iface_t);
@@ -300,14 +303,33 @@ static unsigned uct_pxn_iface_progress(uct_iface_h tl_iface) noexcept
     }
 #endif
 
+    /* Endpoints on the active list, and every endpoint when one of the
+     * worker's lanes failed (its endpoints route again or fail) and now and
+     * then (a safety net): not all of them in every call. */
+    const uint64_t failures = iface->hub->lane_failures();
+    if ((failures != iface->lane_failures) ||
+        ((++iface->rounds % kScanRounds) == 0)) {
+        iface->lane_failures = failures;
+        for (pxn::uct::Ep *ep : *iface->eps) {
+            if (ep->needs_progress()) {
+                ep->want_progress();
+            }
+        }
+    }
     std::vector<std::pair<uct_ep_h, ucs_status_t>> failed;
-    for (pxn::uct::Ep *ep : *iface->eps) {
+    auto &active = *iface->active;
+    /* By index: a pending callback may add eps to the list. */
+    for (size_t i = 0; i < active.size(); ++i) {
+        pxn::uct::Ep *ep = active[i];
         work += ep->progress_pending();
         const ucs_status_t status = ep->take_error();
         if (status != UCS_OK) {
             failed.emplace_back(ep->uct_ep(), status);
         }
     }
+    active.erase(std::remove_if(active.begin(), active.end(),
+                                [](pxn::uct::Ep *ep) { return ep->settle(); }),
+                 active.end());
     /* The handler may destroy eps: call it outside the loop above, and only
      * for eps that still exist. */
     for (const auto &f : failed) {
@@ -498,6 +520,9 @@ UCS_CLASS_INIT_FUNC(uct_pxn_iface_t, uct_md_h tl_md, uct_worker_h worker,
 
     self->hub        = nullptr;
     self->eps        = nullptr;
+    self->active     = nullptr;
+    self->lane_failures = 0;
+    self->rounds     = 0;
     self->flushes    = nullptr;
     self->stats_next = 0;
     UCS_STATS_NODE_RESET(&self->stats);
@@ -515,10 +540,12 @@ UCS_CLASS_INIT_FUNC(uct_pxn_iface_t, uct_md_h tl_md, uct_worker_h worker,
                               "says why); UCX goes on with its other transports");
         }
         self->eps     = new std::vector<pxn::uct::Ep*>();
+        self->active  = new std::vector<pxn::uct::Ep*>();
         self->flushes = new std::deque<uct_completion_t*>();
         self->hub     = hub.release();
     } catch (const std::bad_alloc &) {
         delete self->eps;
+        delete self->active;
         return UCS_ERR_NO_MEMORY;
     }
 #ifdef ENABLE_STATS
@@ -529,6 +556,7 @@ UCS_CLASS_INIT_FUNC(uct_pxn_iface_t, uct_md_h tl_md, uct_worker_h worker,
     if (status != UCS_OK) {
         delete self->hub;
         delete self->eps;
+        delete self->active;
         delete self->flushes;
         return status;
     }
@@ -544,6 +572,7 @@ UCS_CLASS_CLEANUP_FUNC(uct_pxn_iface_t)
     UCS_STATS_NODE_FREE(self->stats);
     delete self->hub;
     delete self->eps;
+    delete self->active;
     delete self->flushes;
 }
 

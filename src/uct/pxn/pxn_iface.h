@@ -30,6 +30,11 @@ typedef struct uct_pxn_iface {
     uct_base_iface_t            super;
     pxn::uct::Hub              *hub;
     std::vector<pxn::uct::Ep*> *eps;
+    /* eps that progress must visit (Ep::want_progress); all of them when a
+     * lane failed (lane_failures changed) and every 256th call */
+    std::vector<pxn::uct::Ep*> *active;
+    uint64_t                    lane_failures;
+    unsigned                    rounds;
     /* iface flushes waiting for every ep to be idle */
     std::deque<uct_completion_t*> *flushes;
     /* pxn's counters as a UCS statistics node "pxn" under the iface's (UCX

@@ -2,6 +2,7 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <atomic>
 #include <cstring>
 
 namespace pxn {
@@ -9,8 +10,12 @@ namespace uct {
 
 namespace {
 
-constexpr uint64_t kLivenessPeriodNs = 20000000; /* 20 ms: reads /proc */
 constexpr uint64_t kNotifyPeriodNs   = 1000000;  /* while waiting for an ack */
+
+/* Generations of rkey entries, unique in the process: a cached (lane,
+ * index, generation) can never match an entry written for another key,
+ * even in a lane allocated where a released one was. */
+std::atomic<uint64_t> g_rkey_gen{0};
 
 } // namespace
 
@@ -189,9 +194,8 @@ void LaneControl::fail(ucs_status_t status)
     }
 }
 
-bool LaneControl::check_relay_alive(bool force)
+bool LaneControl::check_relay_alive(uint64_t now, bool force)
 {
-    const uint64_t now = monotonic_ns();
     if (failed() || (!force && (now < next_liveness_ns_))) {
         return !failed();
     }
@@ -337,7 +341,7 @@ void LaneControl::answer(const Pending &request, const RouteAnswer &reply)
 }
 
 ucs_status_t LaneControl::rkey_index(const uint8_t *packed, uint16_t length,
-                                     uint32_t *index)
+                                     uint32_t *index, uint64_t *gen)
 {
     if (length > abi::kRkeyMax) {
         return UCS_ERR_INVALID_PARAM;
@@ -348,6 +352,9 @@ ucs_status_t LaneControl::rkey_index(const uint8_t *packed, uint16_t length,
         if ((slot.gen != 0) && (slot.length == length) &&
             (memcmp(slot.packed, packed, length) == 0)) {
             *index = i;
+            if (gen != nullptr) {
+                *gen = slot.gen;
+            }
             return UCS_OK;
         }
         if ((slot.users == 0) && ((free < 0) || (slot.gen == 0))) {
@@ -360,7 +367,7 @@ ucs_status_t LaneControl::rkey_index(const uint8_t *packed, uint16_t length,
     RkeySlot &slot = rkeys_[free];
     slot.length    = length;
     memcpy(slot.packed, packed, length);
-    slot.gen = ++rkey_gen_;
+    slot.gen = g_rkey_gen.fetch_add(1, std::memory_order_relaxed) + 1;
     abi::RkeyEntry &entry = block_.rkey(free);
     for (uint16_t b = 0; b < length; ++b) {
         abi::store_relaxed(entry.packed[b], packed[b]);
@@ -368,6 +375,9 @@ ucs_status_t LaneControl::rkey_index(const uint8_t *packed, uint16_t length,
     abi::store_relaxed(entry.length, uint32_t(length));
     abi::store_release(entry.gen, slot.gen);
     *index = static_cast<uint32_t>(free);
+    if (gen != nullptr) {
+        *gen = slot.gen;
+    }
     return UCS_OK;
 }
 

@@ -23,7 +23,10 @@
  * address without waiting for the relay (take_spare()).
  *
  * Remote keys: rkey_index() finds or writes a packed inner key in the
- * lane's table; entries in use (rkey_hold) are never rewritten.
+ * lane's table; entries in use (rkey_hold) are never rewritten. Every
+ * write of an entry takes a generation unique in the process, so that
+ * (lane, index, generation) names one key for as long as rkey_current()
+ * says so: callers cache it instead of searching the table.
  *
  * Threading: the sender's thread only (one UCT worker).
  */
@@ -94,12 +97,16 @@ public:
     const LaneBlock &block() const { return block_; }
     void             notify() { wakeup_.notify(); }
 
-    /* Healthy relay (READY, fresh heartbeat). No syscall. */
-    bool relay_healthy() const { return mapping_->is_healthy(); }
+    /* Healthy relay (READY, fresh heartbeat) at time `now`
+     * (monotonic_ns()). No syscall. */
+    bool relay_healthy(uint64_t now) const { return mapping_->is_healthy(now); }
     /* false once the relay is known to have exited: reads its /proc entry
-     * (pid and start time) at most every 20 ms (always with `now`), and
-     * fails the lane when it is gone. */
-    bool check_relay_alive(bool now = false);
+     * (pid and start time), and fails the lane when it is gone. Without
+     * `force`, only when neither such a check nor a completion (relay_seen)
+     * happened in the last 20 ms: a relay that completes pieces is alive. */
+    bool check_relay_alive(uint64_t now, bool force = false);
+    /* The relay completed a piece at `now`. */
+    void relay_seen(uint64_t now) { next_liveness_ns_ = now + kLivenessPeriodNs; }
 
     /* --- routes ---------------------------------------------------------- */
     void request_route(const RouteMessage &message, RouteClient *client);
@@ -111,15 +118,24 @@ public:
     bool take_spare(RouteAnswer *spare);
 
     /* --- remote keys ----------------------------------------------------- */
-    /* UCS_ERR_NO_RESOURCE: every entry is in use. */
+    /* UCS_ERR_NO_RESOURCE: every entry is in use. *gen: the entry's
+     * generation (optional). A linear search: cache the result. */
     ucs_status_t rkey_index(const uint8_t *packed, uint16_t length,
-                            uint32_t *index);
+                            uint32_t *index, uint64_t *gen = nullptr);
+    /* Entry `index` still holds the key it held at generation `gen`. */
+    bool rkey_current(uint32_t index, uint64_t gen) const
+    {
+        return (index < abi::kMaxRkeys) && (gen != 0) &&
+               (rkeys_[index].gen == gen);
+    }
     void rkey_hold(uint32_t index) { ++rkeys_[index].users; }
     void rkey_drop(uint32_t index) { --rkeys_[index].users; }
     const uint8_t *rkey_packed(uint32_t index) const { return rkeys_[index].packed; }
     uint16_t rkey_length(uint32_t index) const { return rkeys_[index].length; }
 
 private:
+    static constexpr uint64_t kLivenessPeriodNs = 20000000; /* 20 ms */
+
     struct Pending {
         RouteMessage message;
         RouteClient *client; /* nullptr: a release, or a spare request */
@@ -165,7 +181,6 @@ private:
     unsigned                     spares_requested_ = 0;
 
     RkeySlot                     rkeys_[abi::kMaxRkeys];
-    uint64_t                     rkey_gen_ = 0;
 };
 
 } // namespace uct

@@ -647,7 +647,10 @@ ucs_status_t uct_pxn_rkey_unpack(uct_component_t *, const void *rkey_buffer,
     if (rkey == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
-    rkey->length = static_cast<uint16_t>(length);
+    rkey->cache_lane  = nullptr;
+    rkey->cache_gen   = 0;
+    rkey->cache_index = 0;
+    rkey->length      = static_cast<uint16_t>(length);
     memcpy(rkey->packed, in + kPxnRkeyHeader, length);
     *rkey_p   = reinterpret_cast<uct_rkey_t>(rkey);
     *handle_p = nullptr;

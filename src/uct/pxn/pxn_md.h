@@ -70,10 +70,18 @@ typedef struct uct_pxn_md {
     pxn::uct::InnerMd    *reg;   /* registers memory: inner, or the home's */
 } uct_pxn_md_t;
 
-/* Remote key as unpacked on the sender: the packed inner key, opaque. */
+/* Remote key as unpacked on the sender: the packed inner key, opaque, and
+ * where the last lane that took it keeps it in its key table (a cache, so
+ * that an operation does not search the table; Ep::lane_rkey()). The
+ * cache's fields are read and written with relaxed atomics by the threads
+ * of the eps that use the key: a mix of two writers' fields never passes
+ * LaneControl::rkey_current(), whose generations are unique in the process. */
 struct uct_pxn_rkey_t {
-    uint16_t length;
-    uint8_t  packed[1]; /* length bytes */
+    const void *cache_lane;  /* the LaneControl, nullptr: none */
+    uint64_t    cache_gen;   /* generation of its table entry */
+    uint32_t    cache_index; /* the entry */
+    uint16_t    length;
+    uint8_t     packed[1];   /* length bytes */
 };
 
 /* Packed rkey: u16 length (little-endian) | inner packed rkey. */

@@ -113,7 +113,13 @@ unsigned Relay::sync_owner(Lane &lane)
 {
     abi::LaneOwner &owner = lane.block.owner();
     const uint64_t e1     = abi::load_acquire(owner.lane_epoch);
+    if (e1 == 0) {
+        return 0; /* never claimed, or being claimed right now */
+    }
     const uint32_t state  = abi::load_acquire(owner.state);
+    if ((e1 == lane.epoch) && (state == abi::kLaneClaimed)) {
+        return 0; /* the incarnation we serve: every round of every lane */
+    }
     const uint64_t start  = abi::load_relaxed(owner.initial_seq);
     const uint32_t flags  = abi::load_relaxed(owner.flags);
     ProcessIdentity who;
@@ -485,12 +491,17 @@ unsigned Relay::progress()
         if (lane.epoch == 0) {
             continue;
         }
-        work += serve_routes(lane);
+        /* Route requests are control traffic: reading a lane's 16
+         * mailboxes in every round cost a piece as much as validating it. */
+        if ((round_ % kRouteRounds) == 0) {
+            work += serve_routes(lane);
+        }
         if (inflight_ < pieces_.size()) {
             work += start_piece(lane);
         }
     }
     next_lane_ = (next_lane_ + 1) % lanes;
+    ++round_;
     return work;
 }
 

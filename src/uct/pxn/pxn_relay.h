@@ -17,6 +17,8 @@
  *   lane goes on;
  * - at most one new piece per lane per round, round-robin over lanes, at
  *   most UCX_PXN_INFLIGHT_DEPTH pieces forwarded at once over all lanes;
+ * - route mailboxes are read every kRouteRounds rounds (control traffic;
+ *   has_work() still sees a request at once);
  * - a lane without a published piece or without credit is skipped, never
  *   waited for;
  * - a new lane incarnation (lane_epoch) is acknowledged only after every
@@ -50,6 +52,7 @@ namespace uct {
 class Relay {
 public:
     static constexpr uint64_t kStallNs = 100000000; /* 100 ms */
+    static constexpr unsigned kRouteRounds = 8;
 
     /* The memory of a lane's slots (pxn_relay_arena.h): committed before a
      * new claim is acknowledged (an error becomes the acknowledgement's
@@ -162,6 +165,7 @@ private:
     std::vector<uint8_t>        rkey_buf_;
     unsigned                    inflight_  = 0;
     uint32_t                    next_lane_ = 0;
+    uint64_t                    round_     = 0; /* progress() calls */
     abi::RelayCounters         *counters_  = nullptr; /* in the control file */
     CommitLane                  commit_lane_;
     ReleaseLane                 release_lane_;

@@ -56,11 +56,11 @@ uint64_t SendRequest::bytes() const
 
 SendLane::SendLane(Registry *registry, std::unique_ptr<PeerMapping> mapping,
                    const ProcessIdentity &self, const Settings &settings,
-                   int gpu, abi::SenderCounters *counters) :
+                   int gpu, abi::SenderCounters *counters, uint64_t *failures) :
     control_(registry, std::move(mapping), self, settings),
     settings_(&settings), geometry_(settings.geometry), gpu_(gpu),
     credit_timeout_ns_(uint64_t(settings.credit_timeout * 1e9)),
-    counters_(counters)
+    counters_(counters), failures_(failures)
 {
     rail_hash_    = pxn::rail_hash(control_.relay().rail);
     open_start_ns_ = monotonic_ns();
@@ -160,7 +160,7 @@ ucs_status_t SendLane::post(SendOwner *owner, abi::Op op, uint32_t route,
                             const uct_iov_t *iov, size_t iovcnt,
                             uct_completion_t *comp)
 {
-    if (!usable()) {
+    if (!usable_at(tick())) {
         return opening() ? UCS_ERR_NO_RESOURCE : UCS_ERR_UNREACHABLE;
     }
     if (queue_.size() >= kMaxQueued) {
@@ -185,7 +185,7 @@ ucs_status_t SendLane::get_now(SendOwner *owner, uint32_t route, uint32_t rkey,
                                uct_unpack_callback_t unpack, void *arg,
                                uct_completion_t *comp)
 {
-    if (!usable()) {
+    if (!usable_at(tick())) {
         return opening() ? UCS_ERR_NO_RESOURCE : UCS_ERR_UNREACHABLE;
     }
     if (!queue_.empty() || (length == 0) || (length > geometry_.slot_size) ||
@@ -226,13 +226,13 @@ bool SendLane::open_piece(abi::Op op, uint32_t route)
     uint64_t seq;
     if (window_.reserve(&seq) != UCS_OK) {
         if (stall_since_ns_ == 0) {
-            stall_since_ns_ = monotonic_ns();
+            stall_since_ns_ = now_ns_;
             count(counters_->credit_stalls);
         }
         return false;
     }
     stall_since_ns_ = 0;
-    open_since_ns_  = monotonic_ns();
+    open_since_ns_  = now_ns_;
     builder_.open(seq, op, route);
     SlotRecord &record = open_record();
     record.op    = op;
@@ -326,7 +326,7 @@ unsigned SendLane::stage()
     }
 
     if (!queue_.empty() && (stall_since_ns_ != 0) &&
-        (monotonic_ns() - stall_since_ns_ > credit_timeout_ns_)) {
+        (now_ns_ - stall_since_ns_ > credit_timeout_ns_)) {
         /* Not published yet: each may fall back once to a direct path, or
          * fails. */
         ucs_debug("pxn: no ring credit at relay pid %u for %.3f s: %zu queued "
@@ -399,11 +399,14 @@ unsigned SendLane::reap()
         }
         window_.reap(seq);
         abi::store_release(block.producer().reaped, seq);
-        abi::store_relaxed(counters_->last_completion_ns, monotonic_ns());
         for (SendRequest *req : record.requests) {
             request_piece_done(req, record.status);
         }
         ++work;
+    }
+    if (work != 0) {
+        abi::store_relaxed(counters_->last_completion_ns, now_ns_);
+        control_.relay_seen(now_ns_);
     }
     return work;
 }
@@ -445,6 +448,9 @@ void SendLane::fail_all(ucs_status_t status)
         return;
     }
     failed_ = true;
+    if (failures_ != nullptr) {
+        ++*failures_;
+    }
     ucs_debug("pxn: lane to relay pid %u failed: %s", relay().identity.pid,
               ucs_status_string(status));
     if (records_.empty()) {
@@ -495,39 +501,46 @@ void SendLane::give_up(SendRequest *req, ucs_status_t status)
 
 void SendLane::check_health()
 {
-    const uint64_t now = monotonic_ns();
-    if (now < next_health_ns_) {
+    if (now_ns_ < next_health_ns_) {
         return;
     }
-    next_health_ns_ = now + kHealthPeriodNs;
+    next_health_ns_ = now_ns_ + kHealthPeriodNs;
     if (failed_) {
         return;
     }
-    if (!control_.relay_healthy()) {
+    if (!control_.relay_healthy(now_ns_)) {
         ucs_warn("pxn: relay pid %u (rail %s) is no longer healthy "
                  "(heartbeat age %.3f s): failing its pieces",
                  relay().identity.pid, relay().rail.c_str(),
-                 control_.mapping().heartbeat_age_ns() / 1e9);
+                 control_.mapping().heartbeat_age_ns(now_ns_) / 1e9);
         fail_all(UCS_ERR_ENDPOINT_TIMEOUT);
         return;
     }
     /* A relay that died (rather than froze) is noticed long before its
-     * heartbeat goes stale; /proc is read only while something waits on it. */
+     * heartbeat goes stale; /proc is read only while something waits on it
+     * and nothing completed for a while. */
     if (!idle()) {
-        check_relay_alive();
+        alive(false);
     }
 }
 
-bool SendLane::check_relay_alive(bool now)
+bool SendLane::check_relay_alive(bool force)
+{
+    tick();
+    return alive(force);
+}
+
+bool SendLane::alive(bool force)
 {
     if (failed_) {
         return false;
     }
-    if (!control_.relay_healthy() && !control_.failed() && control_.ready()) {
+    if (!control_.relay_healthy(now_ns_) && !control_.failed() &&
+        control_.ready()) {
         fail_all(UCS_ERR_ENDPOINT_TIMEOUT);
         return false;
     }
-    if (!control_.check_relay_alive(now)) {
+    if (!control_.check_relay_alive(now_ns_, force)) {
         fail_all(control_.failure());
         return false;
     }
@@ -539,6 +552,7 @@ unsigned SendLane::progress()
     if (failed_) {
         return 0;
     }
+    tick();
     unsigned work = 0;
     if (!control_.ready()) {
         const bool renewing = (control_.state() == LaneControl::State::kRenewing);
@@ -592,7 +606,7 @@ unsigned SendLane::progress()
      * after kOpenMaxNs in any case. */
     if (builder_.is_open() &&
         ((window_.in_flight() <= 1) ||
-         (monotonic_ns() - open_since_ns_ > kOpenMaxNs))) {
+         (now_ns_ - open_since_ns_ > kOpenMaxNs))) {
         publish();
         ++work;
     }

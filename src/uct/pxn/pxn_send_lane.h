@@ -93,10 +93,11 @@ struct SendRequest {
 class SendLane {
 public:
     /* The lane opens in the background (LaneControl); `counters` is shared
-     * by the lanes of the process and updated atomically. */
+     * by the lanes of the process and updated atomically; `failures`
+     * (optional, the sender's thread's) counts lanes that failed. */
     SendLane(Registry *registry, std::unique_ptr<PeerMapping> mapping,
              const ProcessIdentity &self, const Settings &settings, int gpu,
-             abi::SenderCounters *counters);
+             abi::SenderCounters *counters, uint64_t *failures = nullptr);
     ~SendLane();
     SendLane(const SendLane&) = delete;
     SendLane &operator=(const SendLane&) = delete;
@@ -105,10 +106,7 @@ public:
     const PeerInfo &relay() const { return control_.relay(); }
     uint32_t        rail_hash() const { return rail_hash_; }
     /* Ready, healthy relay, no failure seen. No syscall. */
-    bool            usable() const
-    {
-        return control_.ready() && control_.relay_healthy();
-    }
+    bool            usable() const { return usable_at(monotonic_ns()); }
     /* Opening or renewing: operations will go later. */
     bool            opening() const
     {
@@ -148,7 +146,7 @@ public:
     bool     idle() const;
     /* See LaneControl::check_relay_alive(); fails the lane's work when the
      * relay is gone. */
-    bool     check_relay_alive(bool now = false);
+    bool     check_relay_alive(bool force = false);
 
 private:
     struct SlotRecord {
@@ -166,6 +164,14 @@ private:
         std::vector<GetDest> get_dest;
     };
 
+    bool         usable_at(uint64_t now) const
+    {
+        return control_.ready() && control_.relay_healthy(now);
+    }
+    /* The clock, read once per operation or progress call: every check of
+     * that call uses now_ns_. */
+    uint64_t     tick() { return now_ns_ = monotonic_ns(); }
+    bool         alive(bool force);
     /* The lane became usable: window, records, stager. */
     ucs_status_t start(bool renewed);
     /* A request from the pool, its fields reset and these set. */
@@ -214,9 +220,11 @@ private:
     std::deque<SendRequest*>      queue_;
     std::vector<SendRequest*>     pool_;
     std::vector<std::unique_ptr<SendRequest>> requests_;
+    uint64_t                      now_ns_ = 0; /* see tick() */
     uint64_t                      stall_since_ns_ = 0;
     uint64_t                      next_health_ns_ = 0;
     abi::SenderCounters          *counters_ = nullptr;
+    uint64_t                     *failures_ = nullptr;
 };
 
 template<typename Pack>
@@ -224,7 +232,7 @@ ucs_status_t SendLane::put_now(SendOwner *owner, uint32_t route, uint32_t rkey,
                                uint64_t remote_addr, size_t max_length,
                                Pack &&pack, size_t *length)
 {
-    if (!usable()) {
+    if (!usable_at(tick())) {
         return opening() ? UCS_ERR_NO_RESOURCE : UCS_ERR_UNREACHABLE;
     }
     /* Queued operations go first; a new piece needs ring credit. */

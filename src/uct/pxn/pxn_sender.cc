@@ -88,7 +88,8 @@ ucs_status_t Sender::lane_for(uint32_t rail, const std::string &inner_tl,
             *lane_p = std::make_shared<SendLane>(&node_->registry(),
                                                  std::move(mapping), self_,
                                                  node_->settings(), node_->gpu(),
-                                                 node_->sender_counters());
+                                                 node_->sender_counters(),
+                                                 &lane_failures_);
         } catch (const std::bad_alloc &) {
             return UCS_ERR_NO_MEMORY;
         }

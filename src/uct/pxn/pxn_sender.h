@@ -55,6 +55,9 @@ public:
     /* Opens, reaps, stages and publishes on every lane. */
     unsigned progress();
     bool     idle() const;
+    /* Lanes of this sender that failed so far: endpoints on them must
+     * route again. */
+    uint64_t lane_failures() const { return lane_failures_; }
 
 private:
     struct Key {
@@ -75,6 +78,7 @@ private:
     std::vector<PeerInfo>                  peers_;
     uint64_t                               peers_time_ns_ = 0;
     std::set<uint32_t>                     crowded_rails_; /* warned: >1 relay */
+    uint64_t                               lane_failures_ = 0;
 };
 
 } // namespace uct

@@ -1,0 +1,136 @@
+/*
+ * Ep (pxn_ep.h): completion of its operations, flush and fence, the pending
+ * queue, and the iface progress's visits (the active list).
+ */
+#include "pxn_ep.h"
+
+#include <algorithm>
+
+namespace pxn {
+namespace uct {
+
+void Ep::op_done(ucs_status_t status)
+{
+    ++completed_;
+    if ((status != UCS_OK) && (status != UCS_ERR_CANCELED) &&
+        (error_ == UCS_OK)) {
+        error_ = status;
+        want_progress();
+    }
+    while (!flushes_.empty() && (flushes_.front().first <= completed_)) {
+        uct_completion_t *comp = flushes_.front().second;
+        flushes_.pop_front();
+        if ((status != UCS_OK) && (comp->status == UCS_OK)) {
+            comp->status = status;
+        }
+        if (--comp->count == 0) {
+            comp->func(comp);
+        }
+    }
+}
+
+ucs_status_t Ep::flush(unsigned, uct_completion_t *comp)
+{
+    /* An ep whose first route is on its way is not connected yet: flush
+     * waits for it like for an operation (UCT's NO_RESOURCE: retry, or
+     * pending_add), and then reports a refused connection. */
+    if (!pending_.empty() || ((asked_ != nullptr) && !connected_)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if ((error_ != UCS_OK) && (issued_ == completed_)) {
+        return error_;
+    }
+    if (connected_) {
+        lane_->publish_open();
+    }
+    if (issued_ == completed_) {
+        return UCS_OK;
+    }
+    if (comp != nullptr) {
+        flushes_.emplace_back(issued_, comp);
+    }
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t Ep::fence()
+{
+    fence_at_ = issued_;
+    return UCS_OK;
+}
+
+ucs_status_t Ep::pending_add(uct_pending_req_t *req)
+{
+    pending_.push_back(req);
+    want_progress();
+    return UCS_OK;
+}
+
+bool Ep::needs_progress() const
+{
+    return !pending_.empty() || !direct_ops_.empty() ||
+           ((error_ != UCS_OK) && !reported_) ||
+           (connected_ && (error_ == UCS_OK) && (asked_ == nullptr) &&
+            lane_->failed());
+}
+
+/* Iface progress visits only the eps on this list (and all of them now
+ * and then): a process with thousands of endpoints would otherwise pay for
+ * every one of them in every progress call. */
+void Ep::want_progress()
+{
+    if (!queued_) {
+        queued_ = true;
+        active_->push_back(this);
+    }
+}
+
+bool Ep::settle()
+{
+    if (needs_progress()) {
+        return false;
+    }
+    queued_ = false;
+    return true;
+}
+
+void Ep::pending_purge(uct_pending_purge_callback_t cb, void *arg)
+{
+    while (!pending_.empty()) {
+        uct_pending_req_t *req = pending_.front();
+        pending_.pop_front();
+        if (cb != nullptr) {
+            cb(req, arg);
+        }
+    }
+}
+
+unsigned Ep::progress_pending()
+{
+    unsigned work = direct_ops_.empty() ? 0 : progress_direct();
+    if (connected_ && (error_ == UCS_OK) && (asked_ == nullptr) &&
+        lane_->failed()) {
+        bool direct = false;
+        ready(&direct); /* routes again, or marks the ep failed for the iface */
+    }
+    /* UCT's pending contract: UCS_OK done, UCS_INPROGRESS partly done (call
+     * it again), UCS_ERR_NO_RESOURCE not now. A bounded number of rounds:
+     * the callbacks may post again and again. */
+    for (unsigned round = 0; (round < 1024) && !pending_.empty(); ++round) {
+        uct_pending_req_t *req = pending_.front();
+        pending_.pop_front();
+        dispatching_              = true;
+        const ucs_status_t status = req->func(req);
+        dispatching_              = false;
+        if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
+            pending_.push_front(req);
+        }
+        if (status == UCS_ERR_NO_RESOURCE) {
+            break;
+        }
+        ++work;
+    }
+    return work;
+}
+
+} // namespace uct
+} // namespace pxn
