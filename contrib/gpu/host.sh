@@ -6,6 +6,9 @@
 #
 #   bash contrib/gpu/host.sh [--quick]
 #
+# PXN_HOST_REPS (5) and PXN_HOST_TOTAL (1G): repetitions and bytes per
+# measurement of the UCT benchmarks.
+#
 # The machine has no `ip`: pack.sh carries Debian's (gpu-carry/iproute/bin/ip,
 # its libraries beside it, found through its rpath, so nothing else loads
 # them), put first in PATH for contrib/topology.sh and the test programs.
@@ -58,7 +61,7 @@ bash "$T" down >/dev/null 2>&1 || true
 bash "$T" up --nodes 2 --rails 2 || fail "topology up failed"
 trap 'bash "$T" down >/dev/null 2>&1' EXIT
 
-reps=5 sizes=1M,4M,16M,64M total=1G
+reps=${PXN_HOST_REPS:-5} sizes=1M,4M,16M,64M total=${PXN_HOST_TOTAL:-1G}
 get_sizes=4K,64K,1M,8M,rand pt_sizes=4K,64K,1M,16M,64M pt_get_sizes=4K,64K,1M,8M
 if [ $quick = 1 ]; then # a check of this script, not a measurement
     reps=1 sizes=1M total=64M get_sizes=4K,rand pt_sizes=64K pt_get_sizes=64K
