@@ -201,14 +201,16 @@ protected:
     }
 
     /* The environment of a UCP process or relay in slot s: the UCX_*
-     * variables of the test's own environment are unset first. */
+     * variables of the test's own environment are unset first, except
+     * UCX_PLUGIN_PATH (how the suite may load the module). */
     std::vector<std::string> env(Inner inner, Slot s,
                                  const std::vector<std::string> &extra) const
     {
         std::vector<std::string> e;
         for (char **v = environ; *v != nullptr; ++v) {
             const std::string var = *v;
-            if (var.rfind("UCX_", 0) == 0) {
+            if ((var.rfind("UCX_", 0) == 0) &&
+                (var.rfind("UCX_PLUGIN_PATH=", 0) != 0)) {
                 e.push_back(var.substr(0, var.find('=') + 1));
             }
         }

@@ -1,7 +1,8 @@
 /*
  * The pxn component as any UCX user sees it, through UCT's public API only:
  * discovery, md open/query, configuration defaults and rejection of invalid
- * configuration, loading into a stock UCX with LD_PRELOAD.
+ * configuration, loading: into a stock UCX of the same version with LD_PRELOAD
+ * or UCX_PLUGIN_PATH, and by the suite's own UCX without either.
  */
 #include "../common/test_helpers.h"
 
@@ -250,26 +251,107 @@ TEST_F(PxnComponent, EveryVariableIsDocumentedInConfigurationMd)
     EXPECT_GE(count, 20u);
 }
 
-TEST(PxnStockUcx, LoadsIntoStockUcxOnlyWithLdPreload)
+/* The UCX's module directory holds pxn, or pxn is compiled into its
+ * module list: then nothing the tests below do can keep it out. */
+bool ucx_has_pxn_without_loading_it(const std::string &libdir)
 {
-    const std::string stock = pxn_tools::make_var("STOCK_UCX_LIBDIR");
-    if (stock.empty()) {
-        GTEST_SKIP() << "no stock UCX configured (--with-stock-ucx)";
+    return access((libdir + "/ucx/libuct_pxn.so.0").c_str(), F_OK) == 0;
+}
+
+/* Whether that UCX scans for plugins (UCX_PLUGIN_PATH, module directory):
+ * configure's probe of this UCX's headers. */
+bool ucx_scans_plugins()
+{
+    return pxn_tools::make_var("PXN_UCX_COMPAT_CPPFLAGS").find(
+                   "-DPXN_UCX_PLUGIN_PATH=1") != std::string::npos;
+}
+
+/* stock_ucx_probe against the stock UCX of this version (--with-stock-ucx),
+ * with `env` and neither LD_PRELOAD nor UCX_PLUGIN_PATH of the suite. */
+pxn_test::ChildResult probe_stock(const std::vector<std::string> &env)
+{
+    std::vector<std::string> all = {"LD_LIBRARY_PATH=" +
+                                            pxn_tools::make_var("STOCK_UCX_LIBDIR"),
+                                    "LD_PRELOAD=", "UCX_PLUGIN_PATH="};
+    all.insert(all.end(), env.begin(), env.end());
+    return pxn_test::run_program({pxn_test::app("stock_ucx_probe")}, all);
+}
+
+class PxnStockUcx : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        const std::string stock = pxn_tools::make_var("STOCK_UCX_LIBDIR");
+        if (stock.empty()) {
+            GTEST_SKIP() << "no stock UCX of this version configured (--with-stock-ucx)";
+        }
+        if (ucx_has_pxn_without_loading_it(stock)) {
+            GTEST_SKIP() << stock << "/ucx holds libuct_pxn.so.0: not a stock UCX";
+        }
+        auto plain = probe_stock({});
+        ASSERT_EQ(0, plain.exit_code) << plain.output;
+        ASSERT_NE(std::string::npos, plain.output.find("components:"));
+        ASSERT_EQ(std::string::npos, plain.output.find(" pxn")) << plain.output;
     }
-    const std::string probe  = pxn_test::app("stock_ucx_probe");
-    const std::string module = pxn_test::build_dir() + "/.libs/libuct_pxn.so.0";
-    const std::string libpath = "LD_LIBRARY_PATH=" + stock;
 
-    auto plain = pxn_test::run_program({probe}, {libpath, "LD_PRELOAD="});
-    ASSERT_EQ(0, plain.exit_code) << plain.output;
-    EXPECT_NE(std::string::npos, plain.output.find("components:"));
-    EXPECT_EQ(std::string::npos, plain.output.find(" pxn")) << plain.output;
+    const std::string module_ = pxn_test::build_dir() + "/.libs/libuct_pxn.so.0";
+};
 
-    auto preloaded = pxn_test::run_program({probe},
-                                           {libpath, "LD_PRELOAD=" + module});
+TEST_F(PxnStockUcx, LoadsIntoStockUcxWithLdPreload)
+{
+    auto preloaded = probe_stock({"LD_PRELOAD=" + module_});
     ASSERT_EQ(0, preloaded.exit_code) << preloaded.output;
     EXPECT_NE(std::string::npos, preloaded.output.find(" pxn (md opened)"))
             << preloaded.output;
+}
+
+/* UCX 1.22 on: a directory in UCX_PLUGIN_PATH is enough. Before, UCX
+ * ignores the variable and only LD_PRELOAD works: tested as well, so that
+ * the documentation's "LD_PRELOAD on 1.18-1.21" stays true. */
+TEST_F(PxnStockUcx, LoadsFromPluginPathOnlyWhereUcxScansForPlugins)
+{
+    pxn_test::TempDir dir("/tmp/pxn-plugins-");
+    ASSERT_FALSE(dir.path().empty());
+    const std::string copy = dir.path() + "/libuct_pxn.so.0";
+    {
+        std::ifstream in(module_, std::ios::binary);
+        std::ofstream out(copy, std::ios::binary);
+        out << in.rdbuf();
+        ASSERT_TRUE(in.good() && out.good()) << module_ << " -> " << copy;
+    }
+    auto found = probe_stock({"UCX_PLUGIN_PATH=" + dir.path()});
+    ASSERT_EQ(0, found.exit_code) << found.output;
+    if (ucx_scans_plugins()) {
+        EXPECT_NE(std::string::npos, found.output.find(" pxn (md opened)"))
+                << found.output;
+    } else {
+        EXPECT_EQ(std::string::npos, found.output.find(" pxn")) << found.output;
+    }
+}
+
+/* ucx_info of the suite's own UCX, with the module installed as `make
+ * install` does and nothing in the environment that loads it: pxn is there
+ * exactly where the UCX loads modules by name or scans its module
+ * directory (configure's PXN_MODULE_LOAD name or dir), else not. */
+TEST(PxnModuleLoading, UcxInfoListsTheInstalledModuleWithoutPreloadOnlyWhereUcxLoadsIt)
+{
+    const std::string moduledir = pxn_tools::make_var("UCX_MODULEDIR");
+    const std::string configured = pxn_tools::make_var("PXN_MODULE_LOAD");
+    if (access((moduledir + "/libuct_pxn.so.0").c_str(), F_OK) != 0) {
+        GTEST_SKIP() << "the module is not installed in " << moduledir;
+    }
+    pxn_test::TempDir registry("/tmp/pxn-info-");
+    auto info = pxn_test::run_program({pxn_test::ucx_prefix() + "/bin/ucx_info", "-d"},
+                                      {"LD_PRELOAD=", "UCX_PLUGIN_PATH=",
+                                       "UCX_PXN_REGISTRY_DIR=" + registry.path()});
+    ASSERT_EQ(0, info.exit_code) << info.output;
+    const bool listed = info.output.find("Transport: pxn") != std::string::npos;
+    if ((configured == "name") || (configured == "dir")) {
+        EXPECT_TRUE(listed) << info.output;
+    } else {
+        EXPECT_EQ("preload", configured);
+        EXPECT_FALSE(listed) << info.output;
+    }
 }
 
 } // namespace
