@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -87,15 +88,20 @@ std::string tail(const std::string &text, size_t lines = 40)
 }
 
 /* The ep configuration lines of a UCX_LOG_LEVEL=info log, e.g.
- * "ep_cfg[0]: rma(pxn/memory) am(tcp/front) ka(tcp/front)". */
+ * "ep_cfg[0]: rma(pxn/memory) am(tcp/front) ka(tcp/front)" (UCX 1.13) or
+ * "perftest inter-node cfg#0 rma(pxn/memory)" (1.14 on). */
 std::vector<std::string> ep_cfg_lines(const std::string &log)
 {
+    static const std::regex newer("UCX +INFO +(.*\\bcfg#[0-9]+\\b.*)$");
     std::vector<std::string> lines;
     std::istringstream in(log);
+    std::smatch m;
     for (std::string line; std::getline(in, line);) {
         const size_t at = line.find("ep_cfg[");
         if (at != std::string::npos) {
             lines.push_back(line.substr(at));
+        } else if (std::regex_search(line, m, newer)) {
+            lines.push_back(m[1]);
         }
     }
     return lines;
@@ -109,6 +115,83 @@ bool any_pxn_lane(const std::vector<std::string> &cfgs)
         }
     }
     return false;
+}
+
+/* One table of UCX_PROTO_INFO=y (protocols v2): its title lines (the ep
+ * configuration, the operation, e.g. "remote memory write by ucp_put* from
+ * host memory to host") and the Config cell of each row (the lanes). */
+struct ProtoTable {
+    std::string              title;
+    std::vector<std::string> configs;
+};
+
+std::vector<ProtoTable> proto_tables(const std::string &log)
+{
+    std::vector<ProtoTable> tables;
+    std::istringstream in(log);
+    bool in_rows = false;
+    for (std::string line; std::getline(in, line);) {
+        const size_t bar = line.find("| ");
+        if ((bar == std::string::npos) || (line.find(" |", bar + 1) == std::string::npos)) {
+            continue;
+        }
+        std::vector<std::string> cells;
+        std::istringstream row(line.substr(bar + 1));
+        for (std::string cell; std::getline(row, cell, '|');) {
+            const size_t b = cell.find_first_not_of(' ');
+            const size_t e = cell.find_last_not_of(' ');
+            if (b != std::string::npos) {
+                cells.push_back(cell.substr(b, e - b + 1));
+            }
+        }
+        if (cells.size() == 1) { /* a title line */
+            if (in_rows || tables.empty()) {
+                tables.emplace_back();
+                in_rows = false;
+            }
+            tables.back().title += cells[0] + "\n";
+        } else if ((cells.size() >= 3) && !tables.empty() && (cells[0] != "Range") &&
+                   (cells[1] != "Range")) {
+            tables.back().configs.push_back(cells.back());
+            in_rows = true;
+        }
+    }
+    return tables;
+}
+
+/* Tables about `operation` ("ucp_put", "ucp_get") of host memory, and
+ * whether every row of them names a pxn lane. */
+struct OpTables {
+    size_t      count = 0, rows = 0, pxn_rows = 0;
+    std::string text;
+};
+
+OpTables op_tables(const std::string &log, const std::string &operation)
+{
+    OpTables t;
+    for (const auto &table : proto_tables(log)) {
+        if ((table.title.find(operation) == std::string::npos) ||
+            (table.title.find("host memory") == std::string::npos)) {
+            continue;
+        }
+        ++t.count;
+        t.text += table.title;
+        for (const auto &config : table.configs) {
+            ++t.rows;
+            t.pxn_rows += (config.find("pxn/") != std::string::npos);
+            t.text += "  " + config + "\n";
+        }
+    }
+    return t;
+}
+
+/* UCX 1.16 on: protocols v2 are UCP's default (no UCX_PROTO_ENABLE), and
+ * UCX_PROTO_INFO=y prints their tables. */
+bool new_protocols_by_default()
+{
+    const auto config = pxn_test::run_program({pxn_test::ucx_prefix() + "/bin/ucx_info",
+                                               "-c"});
+    return config.output.find("UCX_PROTO_ENABLE=y") != std::string::npos;
 }
 
 std::string joined(const std::vector<std::string> &lines)
@@ -220,6 +303,14 @@ protected:
         if (inner == Inner::kCma) {
             e.insert(e.end(), {"UCX_PXN_NET_TLS=cma", "UCX_PXN_RAIL_MAP=memory:" + rail,
                                "UCX_NET_DEVICES=front,memory"});
+#ifdef PXN_UCX_MD_FLAG_INVALIDATE_RMA
+            /* UCX 1.15 on takes a connect-to-iface transport as a bulk
+             * (RMA_BW) lane of an ep in peer error mode with rendezvous on
+             * only if its md invalidates memory; pxn's md does where its
+             * inner md does: cma when told so, as rc/dc of mlx5 do with
+             * KSM. Tests with NIXL's settings (no rendezvous) unset it. */
+            e.push_back("UCX_CMA_MEMORY_INVALIDATE=y");
+#endif
         } else {
             e.insert(e.end(), {"UCX_PXN_NET_TLS=tcp", "UCX_PXN_HOME_DEVICE=" + rail,
                                "UCX_NET_DEVICES=front"});
@@ -315,16 +406,36 @@ protected:
         return run;
     }
 
+    /* The UCX_PROTO_INFO=y tables of `operation` in a client's log: where
+     * protocols v2 are the default, there are some, and pxn is in all of
+     * their rows (`pxn` true) or in none; printed, so that the test log
+     * shows which lanes UCP chose. */
+    void expect_protocols(const std::string &log, const char *operation, bool pxn)
+    {
+        if ((operation == nullptr) || !new_protocols_by_default()) {
+            return;
+        }
+        const OpTables t = op_tables(log, operation);
+        std::cout << "UCX_PROTO_INFO, " << operation << ":\n" << t.text;
+        EXPECT_GT(t.count, 0u) << "no protocol table of " << operation << ":\n"
+                               << tail(log);
+        EXPECT_GT(t.rows, 0u);
+        EXPECT_EQ(pxn ? t.rows : 0u, t.pxn_rows) << t.text;
+    }
+
     /* Cross-rail perftest: client exits 0 with a "Final:" line, a pxn lane
-     * in its ep configuration, and at least `bytes` through `via`. */
+     * in its ep configuration (and in every protocol of `operation`), and
+     * at least `bytes` through `via`. */
     void cross_rail_perftest(Inner inner, int port, const std::vector<std::string> &args,
                              const std::vector<std::string> &extra_env, Slot via,
-                             uint64_t bytes)
+                             uint64_t bytes, const char *operation = nullptr)
     {
         BackgroundProcess *r01 = relay(inner, kRelay01);
         BackgroundProcess *r10 = relay(inner, kRelay10);
         ASSERT_TRUE(r01 && r10);
-        const PerftestRun run = perftest(inner, kServer, port, args, extra_env);
+        std::vector<std::string> env = extra_env;
+        env.push_back("UCX_PROTO_INFO=y");
+        const PerftestRun run = perftest(inner, kServer, port, args, env);
         ASSERT_EQ(0, run.client) << "client:\n" << tail(run.client_log)
                                  << "\nserver:\n" << tail(run.server_log);
         EXPECT_NE(std::string::npos, run.client_log.find("Final:")) << run.client_log;
@@ -332,6 +443,7 @@ protected:
         const auto cfgs = ep_cfg_lines(run.client_log);
         EXPECT_TRUE(any_pxn_lane(cfgs)) << "no pxn lane:\n" << joined(cfgs)
                                         << tail(run.client_log);
+        expect_protocols(run.client_log, operation, true);
         const RelayStats s01 = stop_relay(r01), s10 = stop_relay(r10);
         const RelayStats &carrier = (via.node == kRelay01.node) ? s01 : s10;
         EXPECT_GE(carrier.bytes, bytes) << "relay n" << via.node << "r" << via.rail;
@@ -342,20 +454,36 @@ protected:
     }
 
     /* Same-rail perftest (client n0r0, server n1r0, relays of rail 1 on
-     * both nodes): no pxn lane and not a byte through a relay. */
+     * both nodes): no pxn lane, in the ep configuration or in any protocol
+     * of `operation`, and not a byte through a relay. */
     void same_rail_perftest(Inner inner, int port, const std::vector<std::string> &args,
-                            const std::vector<std::string> &extra_env)
+                            const std::vector<std::string> &extra_env,
+                            const char *operation = nullptr)
     {
-        BackgroundProcess *r01 = relay(inner, kRelay01);
-        BackgroundProcess *r11 = relay(inner, {1, 1});
+        no_pxn_perftest(inner, {1, 0}, {kRelay01, {1, 1}}, port, args, extra_env,
+                        operation);
+    }
+
+    /* A perftest pair that pxn must stay out of: client n0r0, server in
+     * `server`, relays in `relays`. */
+    void no_pxn_perftest(Inner inner, Slot server, const std::vector<Slot> &relays,
+                         int port, const std::vector<std::string> &args,
+                         const std::vector<std::string> &extra_env,
+                         const char *operation)
+    {
+        BackgroundProcess *r01 = relay(inner, relays[0]);
+        BackgroundProcess *r11 = relay(inner, relays[1]);
         ASSERT_TRUE(r01 && r11);
-        const PerftestRun run = perftest(inner, {1, 0}, port, args, extra_env);
+        std::vector<std::string> env = extra_env;
+        env.push_back("UCX_PROTO_INFO=y");
+        const PerftestRun run = perftest(inner, server, port, args, env);
         ASSERT_EQ(0, run.client) << "client:\n" << tail(run.client_log)
                                  << "\nserver:\n" << tail(run.server_log);
         EXPECT_NE(std::string::npos, run.client_log.find("Final:")) << run.client_log;
         const auto cfgs = ep_cfg_lines(run.client_log);
         EXPECT_FALSE(cfgs.empty()) << "no ep_cfg line:\n" << tail(run.client_log);
         EXPECT_FALSE(any_pxn_lane(cfgs)) << joined(cfgs);
+        expect_protocols(run.client_log, operation, false);
         for (BackgroundProcess *r : {r01, r11}) {
             const RelayStats s = stop_relay(r);
             EXPECT_EQ(0u, s.bytes);
@@ -364,16 +492,18 @@ protected:
     }
 
     /* ucp_rma_check: target in kServer, initiator in kClient (cma inner). */
-    BackgroundProcess *rma_target(int port, const std::vector<std::string> &extra_env)
+    BackgroundProcess *rma_target(int port, const std::vector<std::string> &extra_env,
+                                  const std::vector<std::string> &args = {})
     {
         if (access(rma_check().c_str(), X_OK) != 0) {
             ADD_FAILURE() << rma_check() << " is missing: make check builds it "
                           << "(make test/gtest/ucp/ucp_rma_check)";
             return nullptr;
         }
-        BackgroundProcess *t = spawn("target", Inner::kCma, kServer,
-                                     {rma_check(), "--target", "-p", std::to_string(port),
-                                      "--deadline", deadline(40)}, extra_env);
+        std::vector<std::string> argv = {rma_check(), "--target", "-p",
+                                         std::to_string(port), "--deadline", deadline(40)};
+        argv.insert(argv.end(), args.begin(), args.end());
+        BackgroundProcess *t = spawn("target", Inner::kCma, kServer, argv, extra_env);
         if ((t != nullptr) && !t->wait_for_output("listening", scaled_ms(10000))) {
             ADD_FAILURE() << "target did not start:\n" << t->output();
             return nullptr;
@@ -399,7 +529,10 @@ protected:
         constexpr uint64_t kRegion = 64ul << 20;
         BackgroundProcess *r01 = relay(Inner::kCma, kRelay01);
         BackgroundProcess *r10 = relay(Inner::kCma, kRelay10);
-        BackgroundProcess *target = rma_target(port, extra_env);
+        const bool nixl = std::find(args.begin(), args.end(), "--nixl") != args.end();
+        BackgroundProcess *target = rma_target(port, extra_env,
+                                               nixl ? std::vector<std::string>{"--nixl"} :
+                                                      std::vector<std::string>{});
         ASSERT_TRUE(r01 && r10 && target);
         args.insert(args.end(), {"--rounds", std::to_string(rounds), "--deadline",
                                  deadline(15)});
@@ -480,18 +613,56 @@ std::string PxnUcp::topology_log_;
 
 constexpr uint64_t kMiB = 1ul << 20;
 
+/* No UCX_PROTO_ENABLE: protocols v2 where they are UCP's default (1.16
+ * on), whose tables (UCX_PROTO_INFO=y) must name pxn for every size. */
 TEST_F(PxnUcp, PerftestPutBwCrossRailCma)
 {
     cross_rail_perftest(Inner::kCma, 14101,
                         {"-t", "ucp_put_bw", "-s", "1048576", "-n", "100", "-w", "5"}, {},
-                        kRelay01, 100 * kMiB);
+                        kRelay01, 100 * kMiB, "ucp_put");
 }
 
 TEST_F(PxnUcp, PerftestGetCrossRailCma)
 {
     cross_rail_perftest(Inner::kCma, 14102,
                         {"-t", "ucp_get", "-s", "1048576", "-n", "100", "-w", "5"}, {},
-                        kRelay01, 100 * kMiB);
+                        kRelay01, 100 * kMiB, "ucp_get");
+}
+
+/* With NIXL's UCP settings and its peer error mode (-e): rendezvous off,
+ * two RMA rails allowed, no fence; and no memory invalidation from the
+ * inner md, which UCP then does not need. pxn carries every byte. */
+const std::vector<std::string> kNixlEnv = {"UCX_RNDV_THRESH=inf", "UCX_MAX_RMA_RAILS=2",
+                                           "UCX_RC_FENCE=none",
+                                           "UCX_CMA_MEMORY_INVALIDATE=n"};
+
+TEST_F(PxnUcp, PerftestPutBwCrossRailCmaWithNixlSettings)
+{
+    cross_rail_perftest(Inner::kCma, 14112,
+                        {"-t", "ucp_put_bw", "-e", "-s", "1048576", "-n", "100", "-w",
+                         "5"}, kNixlEnv, kRelay01, 100 * kMiB, "ucp_put");
+}
+
+TEST_F(PxnUcp, PerftestGetCrossRailCmaWithNixlSettings)
+{
+    cross_rail_perftest(Inner::kCma, 14115,
+                        {"-t", "ucp_get", "-e", "-s", "1048576", "-n", "100", "-w",
+                         "5"}, kNixlEnv, kRelay01, 100 * kMiB, "ucp_get");
+}
+
+/* A pair on one node (client n0r0, server n0r1): not a pxn peer. */
+TEST_F(PxnUcp, SameNodePerftestPutBwDoesNotUsePxn)
+{
+    no_pxn_perftest(Inner::kCma, kRelay01, {{1, 0}, {1, 1}}, 14113,
+                    {"-t", "ucp_put_bw", "-s", "1048576", "-n", "20", "-w", "2"}, {},
+                    "ucp_put");
+}
+
+TEST_F(PxnUcp, SameRailPerftestGetCmaDoesNotUsePxn)
+{
+    same_rail_perftest(Inner::kCma, 14114,
+                       {"-t", "ucp_get", "-s", "1048576", "-n", "20", "-w", "2"}, {},
+                       "ucp_get");
 }
 
 /* Default rendezvous: the receiver (server, n1r1) gets from the sender's
@@ -513,7 +684,8 @@ TEST_F(PxnUcp, PerftestTagBwCrossRailTcpRendezvousPut)
 TEST_F(PxnUcp, SameRailPerftestPutBwCmaDoesNotUsePxn)
 {
     same_rail_perftest(Inner::kCma, 14105,
-                       {"-t", "ucp_put_bw", "-s", "1048576", "-n", "20", "-w", "2"}, {});
+                       {"-t", "ucp_put_bw", "-s", "1048576", "-n", "20", "-w", "2"}, {},
+                       "ucp_put");
 }
 
 TEST_F(PxnUcp, SameRailPerftestTagBwTcpDoesNotUsePxn)
@@ -528,6 +700,21 @@ TEST_F(PxnUcp, SameRailPerftestTagBwTcpDoesNotUsePxn)
 TEST_F(PxnUcp, RmaCheckPutsAndGetsCrossRail)
 {
     rma_check_cross_rail(14107, 4, {});
+}
+
+/* NIXL's own UCP configuration on both sides (ucp_rma_check --nixl:
+ * RNDV_THRESH=inf, MAX_RMA_RAILS=2, RC_FENCE=none, MAX_HCA_PER_GPU=auto
+ * from 1.21, ...), peer error mode, an inner md without memory
+ * invalidation: pxn is the lane of every put and get protocol. */
+TEST_F(PxnUcp, RmaCheckPutsAndGetsCrossRailWithNixlSettings)
+{
+    rma_check_cross_rail(14120, 2, {"--nixl"},
+                         {"UCX_CMA_MEMORY_INVALIDATE=n", "UCX_PROTO_INFO=y"});
+    EXPECT_NE(std::string::npos, initiator_log_.find("nixl config: RNDV_THRESH=inf "
+                                                     "MAX_RMA_RAILS=2"))
+            << tail(initiator_log_);
+    expect_protocols(initiator_log_, "ucp_put", true);
+    expect_protocols(initiator_log_, "ucp_get", true);
 }
 
 /* The initiator's pxn counters in UCX's VFS (what ucx_vfs shows under each

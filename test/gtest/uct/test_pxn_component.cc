@@ -9,6 +9,9 @@
 #include <apps/locate.h>
 
 #include <uct/api/uct.h>
+#ifdef PXN_UCX_RKEY_COMPARE
+#include <uct/api/v2/uct_v2.h>
+#endif
 
 #include <gtest/gtest.h>
 
@@ -131,6 +134,78 @@ TEST_F(PxnComponent, OpensAndQueriesMdWithDefaults)
     EXPECT_EQ(UCS_OK, uct_md_query(md, &attr));
     EXPECT_STREQ("pxn", attr.component_name);
     EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_REG);
+    uct_md_close(md);
+}
+
+/* UCX 1.16 on compares remote keys (ucp_rkey_compare): pxn keys are equal
+ * when their packed inner keys are, and ordered consistently otherwise. */
+TEST_F(PxnComponent, ComparesRemoteKeysByTheirPackedInnerKeys)
+{
+#ifndef PXN_UCX_RKEY_COMPARE
+    GTEST_SKIP() << "this UCX compares no remote keys (UCX 1.16 on)";
+#else
+    /* pxn's packed key: u16 length | the inner md's packed key */
+    const std::vector<std::vector<uint8_t>> packed = {
+            {2, 0, 'a', 'b'}, {2, 0, 'a', 'b'}, {2, 0, 'a', 'c'}, {1, 0, 'a'}, {0, 0}};
+    std::vector<uct_rkey_bundle_t> keys(packed.size());
+    for (size_t i = 0; i < packed.size(); ++i) {
+        ASSERT_EQ(UCS_OK, uct_rkey_unpack(pxn_, packed[i].data(), &keys[i]));
+    }
+    uct_rkey_compare_params_t params = {};
+    auto compare = [&](size_t a, size_t b) {
+        int result = 42;
+        EXPECT_EQ(UCS_OK, uct_rkey_compare(pxn_, keys[a].rkey, keys[b].rkey,
+                                           &params, &result));
+        return (result > 0) - (result < 0);
+    };
+    EXPECT_EQ(0, compare(0, 1));
+    EXPECT_EQ(0, compare(4, 4));
+    for (size_t a = 0; a < keys.size(); ++a) {
+        for (size_t b = 0; b < keys.size(); ++b) {
+            EXPECT_EQ(-compare(b, a), compare(a, b)) << a << " " << b;
+            if (packed[a] != packed[b]) {
+                EXPECT_NE(0, compare(a, b)) << a << " " << b;
+            }
+        }
+    }
+    EXPECT_LT(compare(0, 2), 0);
+    params.field_mask = 1;
+    int result;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_rkey_compare(pxn_, keys[0].rkey, keys[1].rkey, &params, &result));
+    for (auto &key : keys) {
+        EXPECT_EQ(UCS_OK, uct_rkey_release(pxn_, &key));
+    }
+#endif
+}
+
+/* pxn registers memory with its inner md; where that md registers nothing
+ * (tcp from UCX 1.14 on: it reaches memory without a key), pxn still
+ * offers registration and a remote key, with an empty inner key inside,
+ * for the memory the inner transport reaches. */
+TEST_F(PxnComponent, RegistersAndPacksKeysWhateverTheInnerMdRegisters)
+{
+    uct_md_h md;
+    ASSERT_EQ(UCS_OK, open_md(&md));
+    uct_md_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_md_query(md, &attr));
+    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_REG);
+    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_NEED_RKEY);
+    EXPECT_TRUE(attr.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
+    ASSERT_GE(attr.rkey_packed_size, 2u);
+
+    std::vector<uint8_t> buffer(65536);
+    uct_mem_h memh;
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(md, buffer.data(), buffer.size(),
+                                     UCT_MD_MEM_ACCESS_ALL, &memh));
+    std::vector<uint8_t> packed(attr.rkey_packed_size);
+    EXPECT_EQ(UCS_OK, uct_md_mkey_pack(md, memh, packed.data()));
+    const size_t inner = packed[0] | (size_t(packed[1]) << 8);
+    EXPECT_LE(inner + 2, attr.rkey_packed_size);
+    uct_rkey_bundle_t key;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(pxn_, packed.data(), &key));
+    EXPECT_EQ(UCS_OK, uct_rkey_release(pxn_, &key));
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md, memh));
     uct_md_close(md);
 }
 
