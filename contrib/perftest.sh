@@ -4,6 +4,13 @@
 # same-rail pair with and without pxn in UCX_TLS (pxn must stay out of it).
 #
 #   bash contrib/perftest.sh [--test ucp_put_bw] [--sizes 4K,1M,64M] [--iters N]
+#                            [--nixl]
+#
+# --nixl: NIXL's UCP settings (UCX_RNDV_THRESH=inf UCX_MAX_RMA_RAILS=2
+# UCX_RC_FENCE=none) and its peer error mode (ucx_perftest -e) for every run,
+# cma's memory invalidation on.
+# Any UCX the build tree ($PXN_BUILD_DIR) was configured for: the module is
+# preloaded where that UCX loads it no other way (PXN_MODULE_LOAD=preload).
 #
 # Inner transport cma (put and get, same host): rails are told apart by
 # UCX_PXN_RAIL_MAP, UCP's own tcp stays on the frontend. Relays:
@@ -17,12 +24,18 @@ build=${PXN_BUILD_DIR:-$top/build}
 test=ucp_put_bw
 sizes=4K,64K,1M,16M,64M
 iters=
+eflag=
 while [ $# -gt 0 ]; do
     case $1 in
     --test) test=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
-    *) echo "usage: perftest.sh [--test T] [--sizes LIST] [--iters N]" >&2; exit 2 ;;
+    # cma stands in for rc (ep-to-ep) and dc (KSM invalidation): UCX 1.15-1.19
+    # want md invalidation of a to-iface bulk lane in peer mode (docs/ucp.md)
+    --nixl) eflag=-e; shift
+            export UCX_RNDV_THRESH=inf UCX_MAX_RMA_RAILS=2 UCX_RC_FENCE=none \
+                   UCX_CMA_MEMORY_INVALIDATE=y ;;
+    *) echo "usage: perftest.sh [--test T] [--sizes LIST] [--iters N] [--nixl]" >&2; exit 2 ;;
     esac
 done
 [ "$(id -u)" = 0 ] || { echo "perftest.sh: run as root (network namespaces)" >&2; exit 2; }
@@ -30,6 +43,13 @@ done
 bash "$top/contrib/build.sh"
 bash "$top/contrib/topology.sh" up --nodes 2 --rails 2 >&2
 ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
+if [ "$(sed -n 's/^PXN_MODULE_LOAD = //p' "$build/Makefile")" = preload ]; then
+    # and the UCX's libraries for the module's own dependencies in every
+    # process of the chain (bash, ip): README, "Using the module with a UCX
+    # built elsewhere"
+    export LD_PRELOAD="$(sed -n 's/^UCX_MODULEDIR = //p' "$build/Makefile")/libuct_pxn.so.0"
+    export LD_LIBRARY_PATH="$ucx/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 T="$top/contrib/topology.sh"
 log=$(mktemp -d /tmp/pxn-perftest.XXXXXX)
 pids=()
@@ -68,14 +88,14 @@ run() {
     local b
     b=$(bytes "$size")
     local n=${iters:-$(( b >= 16777216 ? 20 : (b >= 1048576 ? 100 : 2000) ))}
-    UCX_TLS=$tls slot "$sn" "$sr" timeout 60 "$ucx/bin/ucx_perftest" -p $port \
+    UCX_TLS=$tls slot "$sn" "$sr" timeout 60 "$ucx/bin/ucx_perftest" -p $port $eflag \
         > "$log/server-$label-$size.log" 2>&1 &
     local server=$!
     sleep 0.5
     local ip=10.99.$sn.$((sr + 1))
     if UCX_TLS=$tls UCX_LOG_LEVEL=info slot 0 0 timeout 60 \
            "$ucx/bin/ucx_perftest" "$ip" -p $port -t "$test" \
-           -s "$(bytes "$size")" -n "$n" -w $(( n / 10 + 1 )) \
+           -s "$(bytes "$size")" -n "$n" -w $(( n / 10 + 1 )) $eflag \
            > "$log/client-$label-$size.log" 2>&1; then
         awk '/^Final:/ {printf "%10.0f %10.1f", $6, $8 / 1000}' \
             "$log/client-$label-$size.log"
@@ -108,7 +128,9 @@ if grep -q 'pxn/' "$log"/client-same-pxn-*.log; then
 else
     echo "same-rail pairs: no pxn lane (ep_cfg lines in $log/client-same-pxn-*.log)"
 fi
-grep -h 'ep_cfg' "$log"/client-pxn-*.log | sed 's/.*ep_cfg/cross-rail ep_cfg/' | sort -u | head -3
+# UCX 1.13: "ep_cfg[0]: rma(pxn/...)"; 1.14 on: "perftest inter-node cfg#0 rma(pxn/...)"
+grep -hE 'ep_cfg\[|INFO +.* cfg#[0-9]+ ' "$log"/client-pxn-*.log |
+    sed -E 's/.*(ep_cfg\[|INFO +)/cross-rail: \1/; s/INFO +//' | sort -u | head -3
 cleanup
 pids=()
 cat "$log/relay-n0r1.log" "$log/relay-n1r0.log" | grep stopped
