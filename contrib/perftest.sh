@@ -91,7 +91,12 @@ run() {
     UCX_TLS=$tls slot "$sn" "$sr" timeout 60 "$ucx/bin/ucx_perftest" -p $port $eflag \
         > "$log/server-$label-$size.log" 2>&1 &
     local server=$!
-    sleep 0.5
+    # until it listens (a UCX 1.22 process takes 0.4 s more to start)
+    local i
+    for i in $(seq 100); do
+        ip netns exec "pxn-n${sn}r${sr}" ss -Hltn "sport = :$port" | grep -q . && break
+        sleep 0.1
+    done
     local ip=10.99.$sn.$((sr + 1))
     if UCX_TLS=$tls UCX_LOG_LEVEL=info slot 0 0 timeout 60 \
            "$ucx/bin/ucx_perftest" "$ip" -p $port -t "$test" \

@@ -39,8 +39,7 @@ static void apply_module_load(char **argv)
     if ((applied != nullptr) && (mode == applied)) {
         return;
     }
-    const std::string in_ucx = pxn_tools::make_var("UCX_MODULEDIR") +
-                               "/libuct_pxn.so.0";
+    const std::string in_ucx = pxn_test::ucx_prefix() + "/lib/ucx/libuct_pxn.so.0";
     if ((mode == "plugin-path") && (access(in_ucx.c_str(), F_OK) == 0)) {
         /* Found there, the module would not come from the plugin path. */
         fprintf(stderr, "uct_gtest: PXN_MODULE_LOAD=plugin-path, but %s "

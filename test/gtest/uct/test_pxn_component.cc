@@ -410,7 +410,7 @@ TEST_F(PxnStockUcx, LoadsFromPluginPathOnlyWhereUcxScansForPlugins)
  * directory (configure's PXN_MODULE_LOAD name or dir), else not. */
 TEST(PxnModuleLoading, UcxInfoListsTheInstalledModuleWithoutPreloadOnlyWhereUcxLoadsIt)
 {
-    const std::string moduledir = pxn_tools::make_var("UCX_MODULEDIR");
+    const std::string moduledir = pxn_test::ucx_prefix() + "/lib/ucx";
     const std::string configured = pxn_tools::make_var("PXN_MODULE_LOAD");
     if (access((moduledir + "/libuct_pxn.so.0").c_str(), F_OK) != 0) {
         GTEST_SKIP() << "the module is not installed in " << moduledir;
