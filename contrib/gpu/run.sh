@@ -36,20 +36,21 @@ if [ "$what" = versions ]; then
         pre=
         [ "$load" = preload ] && pre=$u/lib/ucx/libuct_pxn.so.0
         # at <node> <rail> [VAR=value...] <cmd...>: a process of that slot
-        # with this UCX and the module loaded its way
+        # with this UCX and the module loaded its way; in a subshell that
+        # execs it ("(at ...) &"), $! is the process itself
         at() {
             local n=$1 r=$2
             shift 2
-            env LD_LIBRARY_PATH="$u/lib" LD_PRELOAD="$pre" UCX_PXN_NODE_ID=node$n \
-                UCX_PXN_GROUP=gpuver-node$n UCX_PXN_RAIL_MAP=$dev:rail$r "$@"
+            exec env LD_LIBRARY_PATH="$u/lib" LD_PRELOAD="$pre" UCX_PXN_NODE_ID=node$n \
+                UCX_PXN_GROUP=gpuver-$v-node$n UCX_PXN_RAIL_MAP=$dev:rail$r "$@"
         }
         section "UCX $v, pxn loaded: $load${pre:+ (LD_PRELOAD)}"
-        at 0 0 "$u/bin/ucx_info" -v | head -2
-        at 0 0 UCX_PXN_ENABLE=y "$u/bin/ucx_info" -d |
+        (at 0 0 "$u/bin/ucx_info" -v) | head -2
+        (at 0 0 UCX_PXN_ENABLE=y "$u/bin/ucx_info" -d) |
             grep -E 'Memory domain: pxn|Transport: pxn' | sort -u
-        at 0 1 "$u/bin/ucx_pxn_relay" > "$out/v$v-relay01.log" 2>&1 &
+        (at 0 1 "$u/bin/ucx_pxn_relay") > "$out/v$v-relay01.log" 2>&1 &
         r1=$!
-        at 1 0 "$u/bin/ucx_pxn_relay" > "$out/v$v-relay10.log" 2>&1 &
+        (at 1 0 "$u/bin/ucx_pxn_relay") > "$out/v$v-relay10.log" 2>&1 &
         r2=$!
         sleep 2
         port=13500
@@ -63,13 +64,17 @@ if [ "$what" = versions ]; then
                 for size in 1048576 8388608; do
                     port=$((port + 1))
                     log=$out/v$v-$test-$cfg-$size
-                    at 1 1 UCX_TLS=$tls "${extra[@]}" timeout 60 \
-                        "$u/bin/ucx_perftest" -p $port > "$log-server.log" 2>&1 &
+                    (at 1 1 UCX_TLS=$tls "${extra[@]}" timeout 60 \
+                        "$u/bin/ucx_perftest" -p $port) > "$log-server.log" 2>&1 &
                     server=$!
-                    sleep 1
-                    at 0 0 UCX_TLS=$tls UCX_PROTO_INFO=y "${extra[@]}" timeout 60 \
+                    for i in $(seq 100); do # until it listens
+                        command -v ss >/dev/null || { sleep 2; break; }
+                        ss -Hltn "sport = :$port" | grep -q . && break
+                        sleep 0.1
+                    done
+                    (at 0 0 UCX_TLS=$tls UCX_PROTO_INFO=y "${extra[@]}" timeout 60 \
                         "$u/bin/ucx_perftest" 127.0.0.1 -p $port -t $test -m $mem \
-                        $eflag -s $size -n 200 -w 20 > "$log-client.log" 2>&1
+                        $eflag -s $size -n 200 -w 20) > "$log-client.log" 2>&1
                     rc=$?
                     wait $server
                     printf '%-10s %-8s %9s exit %d  %s\n' "$test" "$cfg" "$size" $rc \
