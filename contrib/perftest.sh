@@ -5,6 +5,7 @@
 #
 #   bash contrib/perftest.sh [--test ucp_put_bw] [--sizes 4K,1M,64M] [--iters N]
 #   bash contrib/perftest.sh --test ucp_put_bw,ucp_get [--sizes ...]
+#                            [--nixl] [--outstanding N]
 #
 # With several tests (comma-separated), only the cross-rail pxn path runs,
 # each test beside the others (e.g. GET beside PUT, with their ratio), every
@@ -14,6 +15,11 @@
 # defaults differ: 32 for ucp_put_bw, 1 for ucp_get).
 # PXN_UCX_PREFIX: a UCX install holding the pxn module and its tools, used
 # as it is (nothing is built; the GPU machine's carried copy).
+# --nixl: NIXL's UCP settings (UCX_RNDV_THRESH=inf UCX_MAX_RMA_RAILS=2
+# UCX_RC_FENCE=none) and its peer error mode (ucx_perftest -e) for every run,
+# cma's memory invalidation on.
+# Any UCX the build tree ($PXN_BUILD_DIR) was configured for: the module is
+# preloaded where that UCX loads it no other way (PXN_MODULE_LOAD=preload).
 #
 # Inner transport cma (put and get, same host): rails are told apart by
 # UCX_PXN_RAIL_MAP, UCP's own tcp stays on the frontend. Relays:
@@ -28,13 +34,19 @@ test=ucp_put_bw
 sizes=4K,64K,1M,16M,64M
 iters=
 outstanding=
+eflag=
 while [ $# -gt 0 ]; do
     case $1 in
     --outstanding) outstanding=$2; shift 2 ;;
     --test) test=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
-    *) echo "usage: perftest.sh [--test T[,T2...]] [--sizes LIST] [--iters N] [--outstanding N]" >&2
+    # cma stands in for rc (ep-to-ep) and dc (KSM invalidation): UCX 1.15-1.19
+    # want md invalidation of a to-iface bulk lane in peer mode (docs/ucp.md)
+    --nixl) eflag=-e; shift
+            export UCX_RNDV_THRESH=inf UCX_MAX_RMA_RAILS=2 UCX_RC_FENCE=none \
+                   UCX_CMA_MEMORY_INVALIDATE=y ;;
+    *) echo "usage: perftest.sh [--test T[,T2...]] [--sizes LIST] [--iters N] [--outstanding N] [--nixl]" >&2
        exit 2 ;;
     esac
 done
@@ -47,6 +59,14 @@ else
     ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
 fi
 bash "$top/contrib/topology.sh" up --nodes 2 --rails 2 >&2
+if [ -z "${PXN_UCX_PREFIX:-}" ] &&
+   [ "$(sed -n 's/^PXN_MODULE_LOAD = //p' "$build/Makefile")" = preload ]; then
+    # and the UCX's libraries for the module's own dependencies in every
+    # process of the chain (bash, ip): README, "Using the module with a UCX
+    # built elsewhere"
+    export LD_PRELOAD="$(sed -n 's/^UCX_MODULEDIR = //p' "$build/Makefile")/libuct_pxn.so.0"
+    export LD_LIBRARY_PATH="$ucx/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 T="$top/contrib/topology.sh"
 log=$(mktemp -d /tmp/pxn-perftest.XXXXXX)
 pids=()
@@ -86,22 +106,31 @@ run() {
     local b
     b=$(bytes "$size")
     local n=${iters:-$(( b >= 16777216 ? 20 : (b >= 1048576 ? 100 : 2000) ))}
-    UCX_TLS=$tls slot "$sn" "$sr" timeout 60 "$ucx/bin/ucx_perftest" -p $port \
+    UCX_TLS=$tls slot "$sn" "$sr" timeout 60 "$ucx/bin/ucx_perftest" -p $port $eflag \
         > "$log/server-$label-$size.log" 2>&1 &
     local server=$!
+    # until it listens (a UCX 1.22 process takes 0.4 s more to start)
+    local i
+    for i in $(seq 100); do
+        command -v ss >/dev/null || break
+        ip netns exec "pxn-n${sn}r${sr}" ss -Hltn "sport = :$port" | grep -q . && break
+        sleep 0.1
+    done
     local ip=10.99.$sn.$((sr + 1)) try ok=0
-    # A loaded machine may start the server late: "connect() failed" is
-    # tried again (the client never reached it), anything else is a result.
+    # A loaded machine may start the server late (and the GPU machine has
+    # no ss): "connect() failed" is tried again (the client never reached
+    # it), anything else is a result.
     for try in 1 2 3 4 5; do
-        sleep 0.5
         if UCX_TLS=$tls UCX_LOG_LEVEL=info slot 0 0 timeout 60 \
                "$ucx/bin/ucx_perftest" "$ip" -p $port -t "$test" \
-               -s "$(bytes "$size")" -n "$n" -w $(( n / 10 + 1 )) ${outstanding:+-O $outstanding} \
+               -s "$(bytes "$size")" -n "$n" -w $(( n / 10 + 1 )) \
+               ${outstanding:+-O $outstanding} $eflag \
                > "$log/client-$label-$size.log" 2>&1; then
             ok=1
             break
         fi
         grep -q 'connect() failed' "$log/client-$label-$size.log" || break
+        sleep 0.5
     done
     if [ $ok = 1 ]; then
         awk '/^Final:/ {printf "%10.0f %10.1f", $6, $8 / 1000}' \
@@ -136,7 +165,8 @@ if [[ $test == *,* ]]; then
         echo "$first $second" | awk '{ if ($1 > 0 && $3 > 0) printf " | %6.2f\n", $3 / $1;
                                         else print " |   -" }'
     done
-    grep -h 'ep_cfg' "$log"/client-pxn-*.log | sed 's/.*ep_cfg/cross-rail ep_cfg/' | sort -u | head -3
+    grep -hE 'ep_cfg\[|INFO +.* cfg#[0-9]+ ' "$log"/client-pxn-*.log |
+        sed -E 's/.*(ep_cfg\[|INFO +)/cross-rail: \1/; s/INFO +//' | sort -u | head -3
     cleanup
     pids=()
     cat "$log/relay-n0r1.log" "$log/relay-n1r0.log" | grep stopped
@@ -162,7 +192,9 @@ if grep -q 'pxn/' "$log"/client-same-pxn-*.log; then
 else
     echo "same-rail pairs: no pxn lane (ep_cfg lines in $log/client-same-pxn-*.log)"
 fi
-grep -h 'ep_cfg' "$log"/client-pxn-*.log | sed 's/.*ep_cfg/cross-rail ep_cfg/' | sort -u | head -3
+# UCX 1.13: "ep_cfg[0]: rma(pxn/...)"; 1.14 on: "perftest inter-node cfg#0 rma(pxn/...)"
+grep -hE 'ep_cfg\[|INFO +.* cfg#[0-9]+ ' "$log"/client-pxn-*.log |
+    sed -E 's/.*(ep_cfg\[|INFO +)/cross-rail: \1/; s/INFO +//' | sort -u | head -3
 cleanup
 pids=()
 cat "$log/relay-n0r1.log" "$log/relay-n1r0.log" | grep stopped

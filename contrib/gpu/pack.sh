@@ -4,8 +4,16 @@
 # benchmark binaries, and the few system libraries that machine may lack.
 # Everything is built here (x86-64), from this tree (a fresh clone builds
 # its dependencies first: contrib/build.sh); docs/gpu.md says how it is run
-# there. The layout mirrors a build tree, so that the programs find each
-# other through PXN_BUILD_DIR=gpu-carry/build:
+# there.
+#
+#   bash contrib/gpu/pack.sh                      gpu-carry/ from build/
+#   bash contrib/gpu/pack.sh versions BUILD...    gpu-carry-versions/<UCX version>/
+#       for `run.sh versions`: from pxn build trees configured against other
+#       UCX installs (docs/versions.md), each UCX's libraries, modules and
+#       tools with the pxn module built against it, and how that UCX loads it.
+#
+# gpu-carry/ mirrors a build tree, so that the programs find each other
+# through PXN_BUILD_DIR=gpu-carry/build:
 #   gpu-carry/ucx/{bin,lib,lib/ucx}   UCX with the pxn module and tools
 #   gpu-carry/build/.libs             libuct_pxn.so.0.0.0 (run.sh installs it)
 #   gpu-carry/build/bench             ucx_pxn_bench, ucx_pxn_stage_bench,
@@ -16,6 +24,33 @@
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+if [ "${1:-}" = versions ]; then
+    shift
+    [ $# -gt 0 ] || { echo "pack.sh versions: name pxn build trees" >&2; exit 2; }
+    out=$top/gpu-carry-versions
+    rm -rf "$out"
+    for b in "$@"; do
+        ucx=$(sed -n 's/^UCX_PREFIX = //p' "$b/Makefile")
+        load=$(sed -n 's/^PXN_MODULE_LOAD = //p' "$b/Makefile")
+        make -C "$b" install >/dev/null
+        v=$("$ucx/bin/ucx_info" -v | sed -n -e 's/^# Library version: //p' -e 's/^# Version //p')
+        d=$out/$v
+        mkdir -p "$d/lib/ucx" "$d/bin"
+        cp -L "$ucx"/lib/lib*.so.0 "$d/lib/"
+        cp -L "$ucx"/lib/ucx/*.so.0 "$d/lib/ucx/"
+        for p in ucx_info ucx_perftest; do # ucx_copy.sh wraps them
+            if [ -f "$ucx/bin/$p.real" ]; then cp "$ucx/bin/$p.real" "$d/bin/$p"
+            else cp "$ucx/bin/$p" "$d/bin/$p"; fi
+        done
+        cp "$ucx"/bin/{ucx_pxn_relay,ucx_pxn_info} "$d/bin/"
+        echo "$load" > "$d/module-load"
+        find "$d" -type f -exec strip --strip-debug {} + 2>/dev/null || true
+        echo "UCX $v (pxn loaded: $load): $(du -sh "$d" | cut -f1)"
+    done
+    exit 0
+fi
+
 build=${PXN_BUILD_DIR:-$top/build}
 jobs=${PXN_JOBS:-$(nproc)}
 out=$top/gpu-carry

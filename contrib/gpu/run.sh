@@ -10,6 +10,10 @@
 #   per lane, geometries, first transfers; ucp: only the UCP puts and gets
 #   of staging; host: host-memory benchmarks across emulated rails,
 #   contrib/gpu/host.sh, as root)
+#   bash contrib/gpu/run.sh versions: ucx_perftest -m cuda put/get through
+#   pxn with each UCX in $PXN_GPU_VERSIONS_DIR (default gpu-carry-versions/,
+#   made by `contrib/gpu/pack.sh versions`), protocols v2 as each UCX
+#   defaults them (no UCX_PROTO_ENABLE), beside a run without pxn.
 # PXN_GPU_TESTS: the gtest filter of `tests` (default PxnCuda.*:PxnComponent.*).
 set -uo pipefail
 
@@ -17,13 +21,87 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 c=$top/gpu-carry
 out=${OUT:-$top/gpu-out}
 mkdir -p "$out"
+what=${1:-all}
+
+section() { printf '\n==== %s\n' "$*"; }
+
+if [ "$what" = versions ]; then
+    vdir=${PXN_GPU_VERSIONS_DIR:-$top/gpu-carry-versions}
+    # One GPU, no NVLink: cuda_ipc disables gets unless told otherwise.
+    # (PXN_GPU_VERSIONS_MEM=host UCX_PXN_NET_TLS=cma PXN_GPU_VERSIONS_DEV=memory:
+    # a dry run without a GPU.)
+    export UCX_PXN_NET_TLS=${UCX_PXN_NET_TLS:-cuda_ipc} UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y
+    mem=${PXN_GPU_VERSIONS_MEM:-cuda}
+    dev=${PXN_GPU_VERSIONS_DEV:-cuda}
+    nixl_env=(UCX_RNDV_THRESH=inf UCX_MAX_RMA_RAILS=2 UCX_RC_FENCE=none
+              UCX_MAX_HCA_PER_GPU=auto)
+    for u in "$vdir"/*/; do
+        u=${u%/}
+        v=${u##*/}
+        load=$(cat "$u/module-load")
+        pre=
+        [ "$load" = preload ] && pre=$u/lib/ucx/libuct_pxn.so.0
+        # at <node> <rail> [VAR=value...] <cmd...>: a process of that slot
+        # with this UCX and the module loaded its way; in a subshell that
+        # execs it ("(at ...) &"), $! is the process itself
+        at() {
+            local n=$1 r=$2
+            shift 2
+            exec env LD_LIBRARY_PATH="$u/lib" LD_PRELOAD="$pre" UCX_PXN_NODE_ID=node$n \
+                UCX_PXN_GROUP=gpuver-$v-node$n UCX_PXN_RAIL_MAP=$dev:rail$r "$@"
+        }
+        section "UCX $v, pxn loaded: $load${pre:+ (LD_PRELOAD)}"
+        (at 0 0 "$u/bin/ucx_info" -v) | head -2
+        (at 0 0 UCX_PXN_ENABLE=y "$u/bin/ucx_info" -d) |
+            grep -E 'Memory domain: pxn|Transport: pxn' | sort -u
+        (at 0 1 "$u/bin/ucx_pxn_relay") > "$out/v$v-relay01.log" 2>&1 &
+        r1=$!
+        (at 1 0 "$u/bin/ucx_pxn_relay") > "$out/v$v-relay10.log" 2>&1 &
+        r2=$!
+        sleep 2
+        port=13500
+        for test in ucp_put_bw ucp_get; do
+            for cfg in pxn pxn-nixl no-pxn; do
+                tls=pxn,tcp,cuda_copy
+                extra=()
+                eflag=
+                [ "$cfg" = no-pxn ] && tls=tcp,cuda_copy
+                [ "$cfg" = pxn-nixl ] && { extra=("${nixl_env[@]}"); eflag=-e; }
+                for size in 1048576 8388608; do
+                    port=$((port + 1))
+                    log=$out/v$v-$test-$cfg-$size
+                    (at 1 1 UCX_TLS=$tls "${extra[@]}" timeout 60 \
+                        "$u/bin/ucx_perftest" -p $port) > "$log-server.log" 2>&1 &
+                    server=$!
+                    for i in $(seq 100); do # until it listens
+                        command -v ss >/dev/null || { sleep 2; break; }
+                        ss -Hltn "sport = :$port" | grep -q . && break
+                        sleep 0.1
+                    done
+                    (at 0 0 UCX_TLS=$tls UCX_PROTO_INFO=y "${extra[@]}" timeout 60 \
+                        "$u/bin/ucx_perftest" 127.0.0.1 -p $port -t $test -m $mem \
+                        $eflag -s $size -n 200 -w 20) > "$log-client.log" 2>&1
+                    rc=$?
+                    wait $server
+                    printf '%-10s %-8s %9s exit %d  %s\n' "$test" "$cfg" "$size" $rc \
+                        "$(awk '/^Final:/ {printf "%.0f MB/s", $6}' "$log-client.log")"
+                    # the protocol tables' rows (UCX_PROTO_INFO=y)
+                    grep -E '\| .*(pxn|cuda_ipc|cuda_copy|tcp)/' "$log-client.log" |
+                        grep -v 'cfg#' | sed 's/^[^|]*//' | sort -u | head -6
+                done
+            done
+        done
+        kill -TERM $r1 $r2
+        wait $r1 $r2
+        cat "$out/v$v-relay01.log" "$out/v$v-relay10.log" | grep -E 'stopped|relayed'
+    done
+    exit 0
+fi
+
 export LD_LIBRARY_PATH=$c/ucx/lib:$c/extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PXN_BUILD_DIR=$c/build PXN_UCX_PREFIX=$c/ucx PXN_SOURCE_DIR=$top
 export PXN_MODULE_INSTALLED=$c/ucx/lib/ucx/libuct_pxn.so.0
 cp "$c/build/.libs/libuct_pxn.so.0.0.0" "$PXN_MODULE_INSTALLED"
-what=${1:-all}
-
-section() { printf '\n==== %s\n' "$*"; }
 
 if [ "$what" = all ] || [ "$what" = tests ]; then
     section "machine"

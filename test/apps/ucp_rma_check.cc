@@ -13,6 +13,9 @@
  * Exit status: 0 all verified; 1 mismatch; 2 setup error; 3 a transfer
  * failed (request error or ep error handler; target: the initiator went
  * away); 4 --deadline (default 60 s) passed. One summary line per side.
+ * --nixl: the UCP configuration NIXL's UCX backend sets (RNDV_THRESH=inf,
+ * MAX_RMA_RAILS=2, RC_FENCE=none, MAX_HCA_PER_GPU=auto from 1.21, ...),
+ * each where the environment does not set it, as NIXL does.
  */
 #include "vfs_dump.h"
 
@@ -35,6 +38,7 @@
 #include <string>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -65,6 +69,34 @@ struct AmMsg { uint32_t op, round; uint64_t seed; };
 struct Reply { uint32_t op, ok; int64_t bad_offset; };
 
 const char *g_role = "?";
+bool        g_nixl = false;
+
+/* NIXL's UCX backend (src/plugins/ucx/ucx_utils.cpp, nixl::ucx::config):
+ * a variable the environment sets is left alone, a failure is ignored (the
+ * variable may not exist in this UCX). RC_GDA_NUM_CHANNELS (1.21 on) is
+ * left out: it matters to GPU-initiated transfers only. */
+void apply_nixl_config(ucp_config_t *config)
+{
+    unsigned major, minor, release;
+    ucp_get_version(&major, &minor, &release);
+    std::vector<std::pair<std::string, std::string>> vars = {
+            {"RNDV_THRESH", "inf"}, {"MAX_RMA_RAILS", "2"},
+            {"IB_PCI_RELAXED_ORDERING", "try"}, {"RC_FENCE", "none"}};
+    if (UCP_VERSION(major, minor) >= UCP_VERSION(1, 21)) {
+        vars.emplace_back("MAX_HCA_PER_GPU", "auto");
+    }
+    if (UCP_VERSION(major, minor) >= UCP_VERSION(1, 22)) {
+        vars.emplace_back("RNDV_PIPELINE_ERROR_HANDLING", "y");
+    }
+    std::string applied;
+    for (const auto &v : vars) {
+        if ((getenv(("UCX_" + v.first).c_str()) == nullptr) &&
+            (ucp_config_modify(config, v.first.c_str(), v.second.c_str()) == UCS_OK)) {
+            applied += " " + v.first + "=" + v.second;
+        }
+    }
+    printf("ucp_rma_check: %s nixl config:%s\n", g_role, applied.c_str());
+}
 
 void on_alarm(int)
 {
@@ -235,6 +267,9 @@ struct Ucp {
         params.features     = UCP_FEATURE_RMA | UCP_FEATURE_AM;
         ucp_config_t *config;
         check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
+        if (g_nixl) {
+            apply_nixl_config(config);
+        }
         check(ucp_init(&params, config, &context), "ucp_init");
         ucp_config_release(config);
         ucp_worker_params_t wp = {};
@@ -563,10 +598,11 @@ int main(int argc, char **argv)
         {"max-block", required_argument, nullptr, 'B'},
         {"window", required_argument, nullptr, 'w'},
         {"vfs", no_argument, nullptr, 'V'},
+        {"nixl", no_argument, nullptr, 'N'},
         {nullptr, 0, nullptr, 0}};
     Options o;
     bool    usage = false;
-    for (int c; (c = getopt_long(argc, argv, "ti:p:r:n:s:Gd:b:B:w:V", longopts,
+    for (int c; (c = getopt_long(argc, argv, "ti:p:r:n:s:Gd:b:B:w:VN", longopts,
                                  nullptr)) != -1;) {
         const size_t num = optarg ? strtoull(optarg, nullptr, 0) : 0;
         switch (c) {
@@ -582,6 +618,7 @@ int main(int argc, char **argv)
         case 'B': o.max_block = num; break;
         case 'w': o.window = num; break;
         case 'V': o.vfs = true; break;
+        case 'N': g_nixl = true; break;
         default: usage = true; break;
         }
     }
@@ -589,10 +626,11 @@ int main(int argc, char **argv)
         (o.deadline == 0) || (o.min_block == 0) || (o.min_block > o.max_block) ||
         (optind != argc)) {
         fprintf(stderr,
-                "usage: ucp_rma_check --target [-p PORT] [--deadline S]\n"
+                "usage: ucp_rma_check --target [-p PORT] [--deadline S] [--nixl]\n"
                 "       ucp_rma_check --initiator HOST [-p PORT] [--region BYTES]\n"
                 "           [--rounds N] [--seed N] [--no-get] [--min-block B]\n"
                 "           [--max-block B] [--window N] [--deadline S] [--vfs]\n"
+                "           [--nixl]\n"
                 "exit: 0 verified, 1 mismatch, 2 setup error, 3 transfer failed,\n"
                 "      4 deadline passed (default 60 s)\n");
         return kSetup;

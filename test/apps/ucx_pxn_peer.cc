@@ -18,6 +18,11 @@
  *   fill <seed>                   -> ok            pattern over the buffer
  *   check <seed> <offset> <len>   -> ok | bad <first bad byte> | canary
  *   reachable <dev> <iface>       -> 1 | 0
+ *   reachable_v2 <device|network> <dev> <iface>
+ *                                 -> 1 | 0 | unsupported
+ *         uct_iface_is_reachable_v2 with that scope (UCX 1.15 on)
+ *   inter_node                    -> 1 | 0 | unsupported
+ *         the iface's UCT_IFACE_FLAG_INTER_NODE (UCX 1.18 on)
  *   connect <dev> <iface>         -> ok | err <status>        (to-iface)
  *         waits (flushing) until the ep is connected or refused
  *         replaces (destroys) the ep of an earlier connect: after a failed
@@ -46,6 +51,9 @@
 
 #include <ucs/pxn/abi.h>
 #include <uct/api/uct.h>
+#ifdef PXN_UCX_IFACE_IS_REACHABLE_V2
+#include <uct/api/v2/uct_v2.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -203,6 +211,26 @@ std::string cmd_caps(const Peer &p)
            cap(UCT_IFACE_FLAG_PUT_ZCOPY, p.attr.cap.put.max_zcopy) +
            cap(UCT_IFACE_FLAG_GET_BCOPY, p.attr.cap.get.max_bcopy) +
            cap(UCT_IFACE_FLAG_GET_ZCOPY, p.attr.cap.get.max_zcopy);
+}
+
+std::string cmd_reachable_v2(const Peer &p, const std::string &scope,
+                             const std::vector<uint8_t> &dev,
+                             const std::vector<uint8_t> &iface)
+{
+#ifdef PXN_UCX_IFACE_IS_REACHABLE_V2
+    uct_iface_is_reachable_params_t params = {};
+    params.field_mask  = UCT_IFACE_IS_REACHABLE_FIELD_DEVICE_ADDR |
+                         UCT_IFACE_IS_REACHABLE_FIELD_IFACE_ADDR |
+                         UCT_IFACE_IS_REACHABLE_FIELD_SCOPE;
+    params.device_addr = (const uct_device_addr_t*)dev.data();
+    params.iface_addr  = (const uct_iface_addr_t*)iface.data();
+    params.scope       = (scope == "device") ? UCT_IFACE_REACHABILITY_SCOPE_DEVICE :
+                                               UCT_IFACE_REACHABILITY_SCOPE_NETWORK;
+    return uct_iface_is_reachable_v2(p.iface, &params) ? "1" : "0";
+#else
+    (void)p; (void)scope; (void)dev; (void)iface;
+    return "unsupported";
+#endif
 }
 
 struct Op {
@@ -443,6 +471,16 @@ int main(int argc, char **argv)
                                            (const uct_device_addr_t*)d.data(),
                                            (const uct_iface_addr_t*)i.data()) ?
                     "1" : "0";
+        } else if (cmd == "reachable_v2") {
+            std::string scope, dev, iface;
+            in >> scope >> dev >> iface;
+            reply = cmd_reachable_v2(p, scope, unhex(dev), unhex(iface));
+        } else if (cmd == "inter_node") {
+#ifdef PXN_UCX_IFACE_FLAG_INTER_NODE
+            reply = (p.attr.cap.flags & UCT_IFACE_FLAG_INTER_NODE) ? "1" : "0";
+#else
+            reply = "unsupported";
+#endif
         } else if (cmd == "connect") {
             std::string dev, iface;
             in >> dev >> iface;

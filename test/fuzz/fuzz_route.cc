@@ -88,7 +88,7 @@ public:
     {
         return UCS_ERR_UNSUPPORTED;
     }
-    ucs_status_t rkey_unpack(const uint8_t *, uct_rkey_bundle_t *) override
+    ucs_status_t rkey_unpack(const uint8_t *, size_t, uct_rkey_bundle_t *) override
     {
         return UCS_ERR_UNSUPPORTED;
     }

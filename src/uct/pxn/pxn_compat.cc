@@ -34,11 +34,31 @@ static constexpr uint64_t kPxnMdFlagsKept =
 #endif
         ;
 
-/* Staging copies GPU memory with the copy engine or a kernel, so pxn can
- * move it even where the inner md only registers it. */
+#ifndef PXN_UCX_MD_ATTR_V2
+/* UCP 1.13 asks every md that detects memory types (detect_memory_type, an
+ * op pxn implements; pxn_md.cc): pxn recognises GPU pointers itself. */
 static uint64_t uct_pxn_md_detect_mem_types()
 {
     return pxn::uct::cuda_available() ? UCS_BIT(UCS_MEMORY_TYPE_CUDA) : 0;
+}
+#endif
+
+/* An inner md that registers nothing (its peers reach memory without a
+ * key: tcp and cma from UCX 1.14/1.15 on): pxn "registers" the memory that
+ * md's transport reaches, with nothing to record. Its invalidation flags
+ * stay what the inner md claims without a registration (cma's
+ * UCX_CMA_MEMORY_INVALIDATE); a deregistration asked to invalidate
+ * completes at once (pxn_md.cc), as it does where the inner md is used
+ * alone (UCP then has no registration of it to invalidate). */
+static void uct_pxn_md_query_access_only(uint64_t *flags, uint64_t *reg_mem_types,
+                                         uint64_t access_mem_types)
+{
+    *flags         &= ~(UCT_MD_FLAG_NEED_MEMH
+#ifdef PXN_UCX_MD_FLAG_INVALIDATE_RMA
+                        | UCT_MD_FLAG_REG_DMABUF
+#endif
+                        );
+    *reg_mem_types  = access_mem_types;
 }
 
 static uct_md_h uct_pxn_md_reg_md(uct_md_h tl_md)
@@ -54,6 +74,16 @@ static ucs_status_t uct_pxn_md_query(uct_md_h tl_md, uct_md_attr_v2_t *attr) noe
     if (status != UCS_OK) {
         return status;
     }
+    if (!(attr->flags & UCT_MD_FLAG_REG)) {
+        uct_pxn_md_query_access_only(&attr->flags, &attr->reg_mem_types,
+                                     attr->access_mem_types);
+        /* Nothing to pin and nothing to go stale: such a registration is
+         * non-blocking and may stay in UCP's registration cache (which UCP
+         * asserts of every md it registers with on the fly, rendezvous). */
+        attr->reg_nonblock_mem_types = attr->reg_mem_types;
+        attr->cache_mem_types        = attr->reg_mem_types;
+        attr->dmabuf_mem_types       = 0;
+    }
     attr->flags                     = (attr->flags & kPxnMdFlagsKept) |
                                       UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
     attr->max_alloc                 = 0;
@@ -61,7 +91,10 @@ static ucs_status_t uct_pxn_md_query(uct_md_h tl_md, uct_md_attr_v2_t *attr) noe
     attr->gva_mem_types             = 0;
     attr->exported_mkey_packed_size = 0;
     attr->rkey_packed_size         += kPxnRkeyHeader;
-    attr->detect_mem_types          = uct_pxn_md_detect_mem_types();
+    /* UCP detects memory types with mem_query, which pxn leaves to
+     * cuda_copy (it knows the GPU's system device, which pxn would not
+     * report: UCX_MAX_HCA_PER_GPU and the lane distances need it). */
+    attr->detect_mem_types          = 0;
     ucs_strncpy_zero(attr->component_name, "pxn", sizeof(attr->component_name));
     return UCS_OK;
 }
@@ -71,7 +104,11 @@ static ucs_status_t uct_pxn_md_query(uct_md_h tl_md, uct_md_attr_t *attr) noexce
     const uct_md_attr_t &inner = ucs_derived_of(tl_md, uct_pxn_md_t)->reg->attr();
 
     *attr                      = inner;
-    attr->cap.flags            = (inner.cap.flags & kPxnMdFlagsKept) |
+    if (!(inner.cap.flags & UCT_MD_FLAG_REG)) {
+        uct_pxn_md_query_access_only(&attr->cap.flags, &attr->cap.reg_mem_types,
+                                     inner.cap.access_mem_types);
+    }
+    attr->cap.flags            = (attr->cap.flags & kPxnMdFlagsKept) |
                                  UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
     attr->cap.max_alloc        = 0;
     attr->cap.alloc_mem_types  = 0;
@@ -105,6 +142,10 @@ static ucs_status_t uct_pxn_md_mem_reg(uct_md_h tl_md, void *address,
 {
     uct_md_h inner = uct_pxn_md_reg_md(tl_md);
     uct_pxn_md_notice_registration(address);
+    if (!uct_pxn_md_inner_registers(tl_md)) {
+        *memh_p = kPxnMemhNoInner;
+        return UCS_OK;
+    }
     return inner->ops->mem_reg(inner, address, length, params, memh_p);
 }
 #else
@@ -114,6 +155,10 @@ static ucs_status_t uct_pxn_md_mem_reg(uct_md_h tl_md, void *address,
 {
     uct_md_h inner = uct_pxn_md_reg_md(tl_md);
     uct_pxn_md_notice_registration(address);
+    if (!uct_pxn_md_inner_registers(tl_md)) {
+        *memh_p = kPxnMemhNoInner;
+        return UCS_OK;
+    }
     return inner->ops->mem_reg(inner, address, length, flags, memh_p);
 }
 #endif
@@ -129,11 +174,14 @@ static ucs_status_t uct_pxn_md_mem_query(uct_md_h, const void*, size_t,
     return UCS_ERR_UNSUPPORTED;
 }
 
-/* Packed rkey: u16 length (little-endian) | the inner md's packed rkey. */
-static uint8_t *uct_pxn_md_pack_header(uct_md_h tl_md, void *buffer)
+/* Packed rkey: u16 length (little-endian) | the inner md's packed rkey
+ * (none for a registration that recorded nothing). */
+static uint8_t *uct_pxn_md_pack_header(uct_md_h tl_md, uct_mem_h memh,
+                                       void *buffer)
 {
     auto *out          = static_cast<uint8_t*>(buffer);
-    const size_t inner = ucs_derived_of(tl_md, uct_pxn_md_t)->reg->attr()
+    const size_t inner = (memh == kPxnMemhNoInner) ? 0 :
+                         ucs_derived_of(tl_md, uct_pxn_md_t)->reg->attr()
                                  .rkey_packed_size;
     out[0] = static_cast<uint8_t>(inner);
     out[1] = static_cast<uint8_t>(inner >> 8);
@@ -147,8 +195,11 @@ static ucs_status_t uct_pxn_md_mkey_pack(uct_md_h tl_md, uct_mem_h memh,
                                          void *buffer) noexcept
 {
     uct_md_h inner = uct_pxn_md_reg_md(tl_md);
-    return inner->ops->mkey_pack(inner, memh, address, length, params,
-                                 uct_pxn_md_pack_header(tl_md, buffer));
+    uint8_t *packed = uct_pxn_md_pack_header(tl_md, memh, buffer);
+    if (memh == kPxnMemhNoInner) {
+        return UCS_OK; /* an empty inner key */
+    }
+    return inner->ops->mkey_pack(inner, memh, address, length, params, packed);
 }
 #else
 static ucs_status_t uct_pxn_md_mkey_pack(uct_md_h tl_md, uct_mem_h memh,
@@ -156,8 +207,11 @@ static ucs_status_t uct_pxn_md_mkey_pack(uct_md_h tl_md, uct_mem_h memh,
                                          void *buffer) noexcept
 {
     uct_md_h inner = uct_pxn_md_reg_md(tl_md);
-    return inner->ops->mkey_pack(inner, memh, params,
-                                 uct_pxn_md_pack_header(tl_md, buffer));
+    uint8_t *packed = uct_pxn_md_pack_header(tl_md, memh, buffer);
+    if (memh == kPxnMemhNoInner) {
+        return UCS_OK; /* an empty inner key */
+    }
+    return inner->ops->mkey_pack(inner, memh, params, packed);
 }
 #endif
 

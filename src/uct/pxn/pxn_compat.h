@@ -3,7 +3,8 @@
  * the md ops, the component's rkey ops and the iface's internal ops, in the
  * shape of the UCX this module is compiled against. configure probes that
  * UCX's headers and passes what it found as -DPXN_UCX_<NAME>=1; every
- * #if on those names lives here and in pxn_compat.cc, nowhere else.
+ * #if on those names in the transport lives here and in pxn_compat.cc,
+ * nowhere else (test programs use them to test what this UCX has).
  *
  * Everything version-independent (what a registration, a packed rkey or a
  * reachability answer *is*) stays in pxn_md.cc, pxn_iface.cc and

@@ -35,7 +35,7 @@ bool Ep::fall_back(const SendRequest &req, const uint8_t *rkey,
                            [&](const auto &r) { return r.first == packed; });
     if (it == direct_rkeys_.end()) {
         uct_rkey_bundle_t bundle;
-        if (net.rkey_unpack(packed.data(), &bundle) != UCS_OK) {
+        if (net.rkey_unpack(packed.data(), packed.size(), &bundle) != UCS_OK) {
             return false;
         }
         direct_rkeys_.emplace_back(packed, bundle);
@@ -66,8 +66,12 @@ bool Ep::post_direct(DirectOp &op)
     }
     while (op.posted < op.req.nsegs) {
         const IoSegment &seg = op.req.segs[op.posted];
-        uct_iov_t iov = {reinterpret_cast<void*>(seg.addr), seg.length,
-                         op.req.memh[op.posted], 0, 1};
+        /* pxn's memh is the inner md's, or none where that md registers
+         * nothing */
+        const uct_mem_h memh = (op.req.memh[op.posted] == kPxnMemhNoInner) ?
+                               UCT_MEM_HANDLE_NULL : op.req.memh[op.posted];
+        uct_iov_t iov = {reinterpret_cast<void*>(seg.addr), seg.length, memh,
+                         0, 1};
         Net &net = hub_->net();
         const ucs_status_t status =
                 (op.req.op == abi::kOpGet) ?

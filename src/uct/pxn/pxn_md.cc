@@ -341,6 +341,15 @@ static ucs_status_t uct_pxn_md_mem_advise(uct_md_h, uct_mem_h, void *, size_t,
     return UCS_ERR_UNSUPPORTED;
 }
 
+static char uct_pxn_memh_no_inner;
+const uct_mem_h kPxnMemhNoInner = &uct_pxn_memh_no_inner;
+
+bool uct_pxn_md_inner_registers(uct_md_h tl_md)
+{
+    return ucs_derived_of(tl_md, uct_pxn_md_t)->reg->attr().cap.flags &
+           UCT_MD_FLAG_REG;
+}
+
 void uct_pxn_md_notice_registration(const void *address)
 {
     /* GPU memory tells which GPU this process uses (a relay may wait for
@@ -355,6 +364,17 @@ uct_pxn_md_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params) no
 
     /* The memh is the inner md's: its dereg (invalidation included, where
      * the inner md supports it) is ours. */
+    if (params->memh == kPxnMemhNoInner) {
+        /* Nothing registered, nothing to revoke: invalidation is what the
+         * inner md makes of it without a registration (pxn_compat.cc). */
+        if ((params->field_mask & UCT_MD_MEM_DEREG_FIELD_FLAGS) &&
+            (params->flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE) &&
+            (params->field_mask & UCT_MD_MEM_DEREG_FIELD_COMPLETION) &&
+            (params->comp != nullptr)) {
+            uct_invoke_completion(params->comp, UCS_OK);
+        }
+        return UCS_OK;
+    }
     uct_md_h inner = md->reg->md();
     return inner->ops->mem_dereg(inner, params);
 }

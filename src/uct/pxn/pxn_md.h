@@ -111,6 +111,14 @@ int uct_pxn_rkey_order(uct_rkey_t rkey1, uct_rkey_t rkey2);
  * registers: GPU memory tells pxn which GPU the process uses. */
 void uct_pxn_md_notice_registration(const void *address);
 
+/* Whether the md's registering inner md registers memory at all. tcp and
+ * cma stopped doing so in UCX 1.14-1.15 (their peers reach any host memory
+ * without a key): a pxn registration then records nothing on the inner
+ * md, its memh is kPxnMemhNoInner and its packed rkey carries an empty
+ * inner key, which relays do not unpack (pxn_net.h). */
+bool uct_pxn_md_inner_registers(uct_md_h tl_md);
+extern const uct_mem_h kPxnMemhNoInner;
+
 /* Reads the md configuration from the environment and validates it; a
  * reason is logged once per process (the same error again is silent). */
 ucs_status_t uct_pxn_read_settings(uct_component_t *component,

@@ -46,6 +46,7 @@ ucs_status_t UctNet::open(const InnerMd &md, const std::string &tl_name,
     net->md_        = md.md();
     net->md_name_   = md.info().md_name;
     net->component_ = md.component();
+    net->md_flags_  = md.attr().cap.flags;
 
     ucs_status_t status = ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
                                                    &net->async_);
@@ -202,8 +203,32 @@ ucs_status_t UctNet::arm()
     return uct_iface_event_arm(iface_, events_);
 }
 
+ucs_status_t UctNet::rkey_unpack(const uint8_t *packed, size_t length,
+                                 uct_rkey_bundle_t *rkey)
+{
+    if ((length == 0) && !(md_flags_ & UCT_MD_FLAG_NEED_RKEY)) {
+        /* Such a component may not unpack at all (UCX 1.22's tcp, cma). */
+        rkey->rkey   = UCT_INVALID_RKEY;
+        rkey->handle = nullptr;
+        rkey->type   = nullptr;
+        return UCS_OK;
+    }
+    return uct_rkey_unpack(component_, packed, rkey);
+}
+
+void UctNet::rkey_release(uct_rkey_bundle_t *rkey)
+{
+    if (rkey->type != nullptr) { /* uct_rkey_unpack() sets it */
+        uct_rkey_release(component_, rkey);
+    }
+}
+
 ucs_status_t UctNet::mem_reg(void *address, size_t length, uct_mem_h *memh)
 {
+    if (!(md_flags_ & UCT_MD_FLAG_REG)) {
+        *memh = UCT_MEM_HANDLE_NULL; /* it reaches the memory without one */
+        return UCS_OK;
+    }
     ucs_status_t status = uct_md_mem_reg(md_, address, length,
                                          UCT_MD_MEM_ACCESS_ALL, memh);
     if (status != UCS_OK) {

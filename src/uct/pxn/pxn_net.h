@@ -75,12 +75,16 @@ public:
                                    uint64_t remote_addr, uct_rkey_t rkey,
                                    uct_completion_t *comp) = 0;
 
-    /* A packed inner rkey (as a peer's md packed it). */
-    virtual ucs_status_t rkey_unpack(const uint8_t *packed,
+    /* A packed inner rkey of `length` bytes (as a peer's md packed it).
+     * Where the inner md needs no key (tcp and cma from UCX 1.14/1.15 on)
+     * the key is empty and unpacks to UCT_INVALID_RKEY, as UCP passes to
+     * such a transport. */
+    virtual ucs_status_t rkey_unpack(const uint8_t *packed, size_t length,
                                      uct_rkey_bundle_t *rkey) = 0;
     virtual void         rkey_release(uct_rkey_bundle_t *rkey) = 0;
 
-    /* Registration of local memory (the relay's staging memory). */
+    /* Registration of local memory (the relay's staging memory); a memh of
+     * UCT_MEM_HANDLE_NULL where the inner md registers nothing. */
     virtual ucs_status_t mem_reg(void *address, size_t length,
                                  uct_mem_h *memh) = 0;
     virtual void         mem_dereg(uct_mem_h memh) = 0;
@@ -138,15 +142,9 @@ public:
     {
         return uct_ep_get_zcopy(ep, iov, 1, remote_addr, rkey, comp);
     }
-    ucs_status_t rkey_unpack(const uint8_t *packed,
-                             uct_rkey_bundle_t *rkey) override
-    {
-        return uct_rkey_unpack(component_, packed, rkey);
-    }
-    void         rkey_release(uct_rkey_bundle_t *rkey) override
-    {
-        uct_rkey_release(component_, rkey);
-    }
+    ucs_status_t rkey_unpack(const uint8_t *packed, size_t length,
+                             uct_rkey_bundle_t *rkey) override;
+    void         rkey_release(uct_rkey_bundle_t *rkey) override;
     ucs_status_t mem_reg(void *address, size_t length, uct_mem_h *memh) override;
     void         mem_dereg(uct_mem_h memh) override;
     unsigned     progress() override { return uct_worker_progress(worker_); }
@@ -162,6 +160,7 @@ private:
     uct_md_h             md_        = nullptr;
     std::string          md_name_;
     uct_component_h      component_ = nullptr;
+    uint64_t             md_flags_  = 0; /* UCT_MD_FLAG_REG, _NEED_RKEY */
     int                  event_fd_  = -1;
     unsigned             events_    = 0;
 };

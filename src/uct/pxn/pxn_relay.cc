@@ -263,8 +263,8 @@ uint64_t Relay::refresh_rkeys(Lane &lane, const DescriptorSnapshot &snapshot)
             if (abi::load_relaxed(entry.gen) != gen) {
                 continue; /* rewritten while copied */
             }
-            rkey.valid = (net_->rkey_unpack(rkey_buf_.data(), &rkey.bundle) ==
-                          UCS_OK);
+            rkey.valid = (net_->rkey_unpack(rkey_buf_.data(), length,
+                                            &rkey.bundle) == UCS_OK);
         }
         if (rkey.valid) {
             valid |= 1ull << index;

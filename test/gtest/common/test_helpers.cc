@@ -279,6 +279,49 @@ std::string ucx_prefix()
     return prefix ? prefix : pxn_tools::make_var("UCX_PREFIX");
 }
 
+std::string module_load()
+{
+    const char *mode = getenv("PXN_MODULE_LOAD");
+    if ((mode != nullptr) && (*mode != '\0')) {
+        return mode;
+    }
+    const std::string configured = pxn_tools::make_var("PXN_MODULE_LOAD");
+    return configured.empty() ? "name" : configured;
+}
+
+std::string module_file()
+{
+    const char *file = getenv("PXN_MODULE_INSTALLED");
+    if ((file != nullptr) && (*file != '\0')) {
+        return file;
+    }
+    if (module_load() == "plugin-path") {
+        return build_dir() + "/.libs/libuct_pxn.so.0";
+    }
+    return pxn_tools::make_var("UCX_MODULEDIR") + "/libuct_pxn.so.0";
+}
+
+std::vector<std::pair<std::string, std::string>> module_load_env()
+{
+    const std::string mode = module_load();
+    const std::string file = module_file();
+    auto with_old = [](const char *name, const std::string &first,
+                       const char *separator) {
+        const char *old = getenv(name);
+        return ((old == nullptr) || (*old == '\0')) ? first :
+               first + separator + old;
+    };
+    if (mode == "preload") {
+        return {{"LD_PRELOAD", with_old("LD_PRELOAD", file, " ")},
+                {"LD_LIBRARY_PATH", with_old("LD_LIBRARY_PATH",
+                                             ucx_prefix() + "/lib", ":")}};
+    }
+    if (mode == "plugin-path") {
+        return {{"UCX_PLUGIN_PATH", file.substr(0, file.rfind('/'))}};
+    }
+    return {};
+}
+
 static int remove_entry(const char *path, const struct stat *, int, struct FTW *)
 {
     return remove(path);

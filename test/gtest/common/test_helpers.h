@@ -114,6 +114,28 @@ std::string app(const std::string &name);
 /* UCX install prefix: $PXN_UCX_PREFIX, else the build's UCX_PREFIX. */
 std::string ucx_prefix();
 
+/* How the suite has UCX load the pxn module: $PXN_MODULE_LOAD, else the
+ * build's PXN_MODULE_LOAD (what configure found), else "name":
+ *   "name"        pxn is in the UCX's compiled-in module list (uct_MODULES);
+ *   "dir"         the UCX scans its module directory for plugins (1.22 on);
+ *   "plugin-path" UCX_PLUGIN_PATH names the directory of module_file();
+ *   "preload"     LD_PRELOAD=module_file() (UCX 1.14-1.21: nothing else
+ *                 loads a module that is not compiled in).
+ * uct_gtest's main() applies it to its own process and, through the
+ * environment, to every process it starts (LD_PRELOAD, UCX_PLUGIN_PATH). */
+std::string module_load();
+
+/* The module file the suite loads: $PXN_MODULE_INSTALLED, else for
+ * "plugin-path" the build's .libs/libuct_pxn.so.0, else the one in the
+ * UCX module directory. */
+std::string module_file();
+
+/* The environment that makes a process load the module as module_load()
+ * says ({} for "name" and "dir"): LD_PRELOAD (with the UCX's library
+ * directory first in LD_LIBRARY_PATH, for the module's own dependencies)
+ * or UCX_PLUGIN_PATH. */
+std::vector<std::pair<std::string, std::string>> module_load_env();
+
 /* Removes a file or a directory tree without following symlinks. */
 void remove_tree(const std::string &path);
 

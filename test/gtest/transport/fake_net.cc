@@ -160,9 +160,13 @@ ucs_status_t FakeNet::get_zcopy(uct_ep_h ep, const uct_iov_t *iov,
     return transfer(ep, iov, remote_addr, rkey, comp, false);
 }
 
-ucs_status_t FakeNet::rkey_unpack(const uint8_t *packed, uct_rkey_bundle_t *rkey)
+ucs_status_t FakeNet::rkey_unpack(const uint8_t *packed, size_t length,
+                                  uct_rkey_bundle_t *rkey)
 {
     uint32_t magic, index;
+    if (length < 8) {
+        return UCS_ERR_INVALID_PARAM;
+    }
     memcpy(&magic, packed, 4);
     memcpy(&index, packed + 4, 4);
     if ((magic != kKeyMagic) || (index >= regions_.size())) {

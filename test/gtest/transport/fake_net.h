@@ -74,7 +74,7 @@ public:
     ucs_status_t get_zcopy(uct_ep_h ep, const uct_iov_t *iov,
                            uint64_t remote_addr, uct_rkey_t rkey,
                            uct_completion_t *comp) override;
-    ucs_status_t rkey_unpack(const uint8_t *packed,
+    ucs_status_t rkey_unpack(const uint8_t *packed, size_t length,
                              uct_rkey_bundle_t *rkey) override;
     void         rkey_release(uct_rkey_bundle_t *rkey) override;
     ucs_status_t mem_reg(void *address, size_t length, uct_mem_h *memh) override;

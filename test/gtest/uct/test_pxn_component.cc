@@ -1,13 +1,17 @@
 /*
  * The pxn component as any UCX user sees it, through UCT's public API only:
  * discovery, md open/query, configuration defaults and rejection of invalid
- * configuration, loading into a stock UCX with LD_PRELOAD.
+ * configuration, loading: into a stock UCX of the same version with LD_PRELOAD
+ * or UCX_PLUGIN_PATH, and by the suite's own UCX without either.
  */
 #include "../common/test_helpers.h"
 
 #include <apps/locate.h>
 
 #include <uct/api/uct.h>
+#ifdef PXN_UCX_RKEY_COMPARE
+#include <uct/api/v2/uct_v2.h>
+#endif
 
 #include <gtest/gtest.h>
 
@@ -133,6 +137,78 @@ TEST_F(PxnComponent, OpensAndQueriesMdWithDefaults)
     uct_md_close(md);
 }
 
+/* UCX 1.16 on compares remote keys (ucp_rkey_compare): pxn keys are equal
+ * when their packed inner keys are, and ordered consistently otherwise. */
+TEST_F(PxnComponent, ComparesRemoteKeysByTheirPackedInnerKeys)
+{
+#ifndef PXN_UCX_RKEY_COMPARE
+    GTEST_SKIP() << "this UCX compares no remote keys (UCX 1.16 on)";
+#else
+    /* pxn's packed key: u16 length | the inner md's packed key */
+    const std::vector<std::vector<uint8_t>> packed = {
+            {2, 0, 'a', 'b'}, {2, 0, 'a', 'b'}, {2, 0, 'a', 'c'}, {1, 0, 'a'}, {0, 0}};
+    std::vector<uct_rkey_bundle_t> keys(packed.size());
+    for (size_t i = 0; i < packed.size(); ++i) {
+        ASSERT_EQ(UCS_OK, uct_rkey_unpack(pxn_, packed[i].data(), &keys[i]));
+    }
+    uct_rkey_compare_params_t params = {};
+    auto compare = [&](size_t a, size_t b) {
+        int result = 42;
+        EXPECT_EQ(UCS_OK, uct_rkey_compare(pxn_, keys[a].rkey, keys[b].rkey,
+                                           &params, &result));
+        return (result > 0) - (result < 0);
+    };
+    EXPECT_EQ(0, compare(0, 1));
+    EXPECT_EQ(0, compare(4, 4));
+    for (size_t a = 0; a < keys.size(); ++a) {
+        for (size_t b = 0; b < keys.size(); ++b) {
+            EXPECT_EQ(-compare(b, a), compare(a, b)) << a << " " << b;
+            if (packed[a] != packed[b]) {
+                EXPECT_NE(0, compare(a, b)) << a << " " << b;
+            }
+        }
+    }
+    EXPECT_LT(compare(0, 2), 0);
+    params.field_mask = 1;
+    int result;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_rkey_compare(pxn_, keys[0].rkey, keys[1].rkey, &params, &result));
+    for (auto &key : keys) {
+        EXPECT_EQ(UCS_OK, uct_rkey_release(pxn_, &key));
+    }
+#endif
+}
+
+/* pxn registers memory with its inner md; where that md registers nothing
+ * (tcp from UCX 1.14 on: it reaches memory without a key), pxn still
+ * offers registration and a remote key, with an empty inner key inside,
+ * for the memory the inner transport reaches. */
+TEST_F(PxnComponent, RegistersAndPacksKeysWhateverTheInnerMdRegisters)
+{
+    uct_md_h md;
+    ASSERT_EQ(UCS_OK, open_md(&md));
+    uct_md_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_md_query(md, &attr));
+    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_REG);
+    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_NEED_RKEY);
+    EXPECT_TRUE(attr.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
+    ASSERT_GE(attr.rkey_packed_size, 2u);
+
+    std::vector<uint8_t> buffer(65536);
+    uct_mem_h memh;
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(md, buffer.data(), buffer.size(),
+                                     UCT_MD_MEM_ACCESS_ALL, &memh));
+    std::vector<uint8_t> packed(attr.rkey_packed_size);
+    EXPECT_EQ(UCS_OK, uct_md_mkey_pack(md, memh, packed.data()));
+    const size_t inner = packed[0] | (size_t(packed[1]) << 8);
+    EXPECT_LE(inner + 2, attr.rkey_packed_size);
+    uct_rkey_bundle_t key;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(pxn_, packed.data(), &key));
+    EXPECT_EQ(UCS_OK, uct_rkey_release(pxn_, &key));
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md, memh));
+    uct_md_close(md);
+}
+
 TEST_F(PxnComponent, ReadsDocumentedDefaults)
 {
     EXPECT_EQ("default", config_value("GROUP"));
@@ -252,26 +328,107 @@ TEST_F(PxnComponent, EveryVariableIsDocumentedInConfigurationMd)
     EXPECT_GE(count, 20u);
 }
 
-TEST(PxnStockUcx, LoadsIntoStockUcxOnlyWithLdPreload)
+/* The UCX's module directory holds pxn, or pxn is compiled into its
+ * module list: then nothing the tests below do can keep it out. */
+bool ucx_has_pxn_without_loading_it(const std::string &libdir)
 {
-    const std::string stock = pxn_tools::make_var("STOCK_UCX_LIBDIR");
-    if (stock.empty()) {
-        GTEST_SKIP() << "no stock UCX configured (--with-stock-ucx)";
+    return access((libdir + "/ucx/libuct_pxn.so.0").c_str(), F_OK) == 0;
+}
+
+/* Whether that UCX scans for plugins (UCX_PLUGIN_PATH, module directory):
+ * configure's probe of this UCX's headers. */
+bool ucx_scans_plugins()
+{
+    return pxn_tools::make_var("PXN_UCX_COMPAT_CPPFLAGS").find(
+                   "-DPXN_UCX_PLUGIN_PATH=1") != std::string::npos;
+}
+
+/* stock_ucx_probe against the stock UCX of this version (--with-stock-ucx),
+ * with `env` and neither LD_PRELOAD nor UCX_PLUGIN_PATH of the suite. */
+pxn_test::ChildResult probe_stock(const std::vector<std::string> &env)
+{
+    std::vector<std::string> all = {"LD_LIBRARY_PATH=" +
+                                            pxn_tools::make_var("STOCK_UCX_LIBDIR"),
+                                    "LD_PRELOAD=", "UCX_PLUGIN_PATH="};
+    all.insert(all.end(), env.begin(), env.end());
+    return pxn_test::run_program({pxn_test::app("stock_ucx_probe")}, all);
+}
+
+class PxnStockUcx : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        const std::string stock = pxn_tools::make_var("STOCK_UCX_LIBDIR");
+        if (stock.empty()) {
+            GTEST_SKIP() << "no stock UCX of this version configured (--with-stock-ucx)";
+        }
+        if (ucx_has_pxn_without_loading_it(stock)) {
+            GTEST_SKIP() << stock << "/ucx holds libuct_pxn.so.0: not a stock UCX";
+        }
+        auto plain = probe_stock({});
+        ASSERT_EQ(0, plain.exit_code) << plain.output;
+        ASSERT_NE(std::string::npos, plain.output.find("components:"));
+        ASSERT_EQ(std::string::npos, plain.output.find(" pxn")) << plain.output;
     }
-    const std::string probe  = pxn_test::app("stock_ucx_probe");
-    const std::string module = pxn_test::build_dir() + "/.libs/libuct_pxn.so.0";
-    const std::string libpath = "LD_LIBRARY_PATH=" + stock;
 
-    auto plain = pxn_test::run_program({probe}, {libpath, "LD_PRELOAD="});
-    ASSERT_EQ(0, plain.exit_code) << plain.output;
-    EXPECT_NE(std::string::npos, plain.output.find("components:"));
-    EXPECT_EQ(std::string::npos, plain.output.find(" pxn")) << plain.output;
+    const std::string module_ = pxn_test::build_dir() + "/.libs/libuct_pxn.so.0";
+};
 
-    auto preloaded = pxn_test::run_program({probe},
-                                           {libpath, "LD_PRELOAD=" + module});
+TEST_F(PxnStockUcx, LoadsIntoStockUcxWithLdPreload)
+{
+    auto preloaded = probe_stock({"LD_PRELOAD=" + module_});
     ASSERT_EQ(0, preloaded.exit_code) << preloaded.output;
     EXPECT_NE(std::string::npos, preloaded.output.find(" pxn (md opened)"))
             << preloaded.output;
+}
+
+/* UCX 1.22 on: a directory in UCX_PLUGIN_PATH is enough. Before, UCX
+ * ignores the variable and only LD_PRELOAD works: tested as well, so that
+ * the documentation's "LD_PRELOAD on 1.18-1.21" stays true. */
+TEST_F(PxnStockUcx, LoadsFromPluginPathOnlyWhereUcxScansForPlugins)
+{
+    pxn_test::TempDir dir("/tmp/pxn-plugins-");
+    ASSERT_FALSE(dir.path().empty());
+    const std::string copy = dir.path() + "/libuct_pxn.so.0";
+    {
+        std::ifstream in(module_, std::ios::binary);
+        std::ofstream out(copy, std::ios::binary);
+        out << in.rdbuf();
+        ASSERT_TRUE(in.good() && out.good()) << module_ << " -> " << copy;
+    }
+    auto found = probe_stock({"UCX_PLUGIN_PATH=" + dir.path()});
+    ASSERT_EQ(0, found.exit_code) << found.output;
+    if (ucx_scans_plugins()) {
+        EXPECT_NE(std::string::npos, found.output.find(" pxn (md opened)"))
+                << found.output;
+    } else {
+        EXPECT_EQ(std::string::npos, found.output.find(" pxn")) << found.output;
+    }
+}
+
+/* ucx_info of the suite's own UCX, with the module installed as `make
+ * install` does and nothing in the environment that loads it: pxn is there
+ * exactly where the UCX loads modules by name or scans its module
+ * directory (configure's PXN_MODULE_LOAD name or dir), else not. */
+TEST(PxnModuleLoading, UcxInfoListsTheInstalledModuleWithoutPreloadOnlyWhereUcxLoadsIt)
+{
+    const std::string moduledir = pxn_test::ucx_prefix() + "/lib/ucx";
+    const std::string configured = pxn_tools::make_var("PXN_MODULE_LOAD");
+    if (access((moduledir + "/libuct_pxn.so.0").c_str(), F_OK) != 0) {
+        GTEST_SKIP() << "the module is not installed in " << moduledir;
+    }
+    pxn_test::TempDir registry("/tmp/pxn-info-");
+    auto info = pxn_test::run_program({pxn_test::ucx_prefix() + "/bin/ucx_info", "-d"},
+                                      {"LD_PRELOAD=", "UCX_PLUGIN_PATH=",
+                                       "UCX_PXN_REGISTRY_DIR=" + registry.path()});
+    ASSERT_EQ(0, info.exit_code) << info.output;
+    const bool listed = info.output.find("Transport: pxn") != std::string::npos;
+    if ((configured == "name") || (configured == "dir")) {
+        EXPECT_TRUE(listed) << info.output;
+    } else {
+        EXPECT_EQ("preload", configured);
+        EXPECT_FALSE(listed) << info.output;
+    }
 }
 
 } // namespace

@@ -34,6 +34,40 @@ TEST_F(PxnTransfer, SameRailAndSameNodePeersAreNotReachable)
     EXPECT_EQ("1", sender->call("reachable " + addr(cross)));
 }
 
+/* UCP of UCX 1.15 on asks with a scope (a peer reachable at DEVICE scope
+ * makes the endpoint intra-node), and 1.18 on reads the iface's
+ * UCT_IFACE_FLAG_INTER_NODE: a pxn peer is on another node and rail,
+ * reachable over the network only, never as the same device. */
+TEST_F(PxnTransfer, CrossRailPeerIsReachableOverTheNetworkNeverAsTheSameDevice)
+{
+    PeerProcess *relay     = tcp_peer(0, 1);
+    PeerProcess *sender    = tcp_peer(0, 0);
+    PeerProcess *same_rail = tcp_peer(1, 0);
+    PeerProcess *cross     = tcp_peer(1, 1);
+    ASSERT_TRUE(relay && sender && same_rail && cross);
+
+    auto addr = [](PeerProcess *p) {
+        auto info = split(p->call("info"));
+        return info[1] + " " + info[2];
+    };
+    const std::string network = sender->call("reachable_v2 network " + addr(cross));
+    const std::string inter   = sender->call("inter_node");
+    if ((network == "unsupported") && (inter == "unsupported")) {
+        GTEST_SKIP() << "this UCX has neither scoped reachability (1.15 on) "
+                        "nor UCT_IFACE_FLAG_INTER_NODE (1.18 on)";
+    }
+    if (network != "unsupported") {
+        EXPECT_EQ("1", network);
+        EXPECT_EQ("0", sender->call("reachable_v2 device " + addr(cross)));
+        EXPECT_EQ("0", sender->call("reachable_v2 network " + addr(same_rail)));
+        EXPECT_EQ("0", sender->call("reachable_v2 device " + addr(same_rail)));
+        EXPECT_EQ("0", sender->call("reachable_v2 network " + addr(relay)));
+    }
+    if (inter != "unsupported") {
+        EXPECT_EQ("1", inter);
+    }
+}
+
 TEST_F(PxnTransfer, CrossRail10KiBGoesThroughTheRelay)
 {
     const size_t size = 10240;
