@@ -16,6 +16,11 @@
  * sample against a median: the slowest repeated transfer beside it ("noise":
  * median / slowest repeated) shows what the machine does to any transfer.
  *
+ * --new-target-at K: before run K the target allocates new buffers, which
+ * the relay (or any process) has never opened: a first transfer of a
+ * fresh sender against a warm relay and a target buffer new to it, as run 1
+ * is (the first access of a process to another's GPU buffer maps it).
+ *
  * Breakdown from the counters (docs/benchmarks.md): the relay's
  * lane_commit_ns (memory of claimed lanes backed before their
  * acknowledgement) and warm_claims (claims that found their lane's memory
@@ -51,6 +56,7 @@ struct Options {
     bool                     gpu    = false;
     bool                     put    = true;
     bool                     get    = true;
+    unsigned                 new_target_at = 0; /* run, 0: never */
     std::vector<std::string> env;
     std::string              peer;
 };
@@ -211,13 +217,16 @@ int main(int argc, char **argv)
             const std::string ops = value();
             o.put = ops.find("put") != std::string::npos;
             o.get = ops.find("get") != std::string::npos;
+        } else if (a == "--new-target-at") {
+            o.new_target_at = unsigned(std::max(0, atoi(value().c_str())));
         } else if (a == "--env") {
             o.env.push_back(value());
         } else {
             fprintf(stderr,
                     "usage: ucx_pxn_first_bench [--runs N] [--repeat N] "
                     "[--total 256M] [--chunk 8M] [--gpu] [--ops put,get]\n"
-                    "                           [--prefix P] [--env UCX_PXN_X=v]...\n");
+                    "                           [--new-target-at K] [--prefix P] "
+                    "[--env UCX_PXN_X=v]...\n");
             return 2;
         }
     }
@@ -227,15 +236,24 @@ int main(int argc, char **argv)
     std::unique_ptr<PeerProcess> target = rig.start(1, "railB");
     /* Target buffer 0 receives the puts, buffer 1 (seed 12) is read. */
     const std::string alloc = "alloc " + std::to_string(o.total) + rig.where();
-    const auto info    = split(target->call("info"));
-    const auto put_buf = split(target->call(alloc));
-    const bool ok_get  = (target->call("buffer 1") == "ok");
-    const auto get_buf = split(target->call(alloc));
-    if ((info.size() != 4) || (put_buf.size() != 3) || !ok_get ||
-        (get_buf.size() != 3) || (target->call("fill 12") != "ok") ||
-        (target->call("buffer 0") != "ok")) {
-        die("target setup failed");
-    }
+    const auto info = split(target->call("info"));
+    /* Target buffers `first` (receives the puts, current) and `first` + 1
+     * (seed 12, read by the gets). */
+    std::vector<std::string> put_buf, get_buf;
+    auto target_buffers = [&](unsigned first) {
+        const bool ok_get = (target->call("buffer " + std::to_string(first + 1)) == "ok");
+        get_buf           = split(target->call(alloc));
+        const bool filled = (target->call("fill 12") == "ok");
+        const bool ok_put = (target->call("buffer " + std::to_string(first)) == "ok");
+        put_buf           = split(target->call(alloc));
+        if ((info.size() != 4) || (put_buf.size() != 3) || !ok_get || !ok_put ||
+            (get_buf.size() != 3) || !filled) {
+            die("target setup failed");
+        }
+    };
+    target_buffers(0);
+    const std::string check_put = "check 11 0 " + std::to_string(o.total);
+    bool ok = true;
 
     printf("ucx_pxn_first_bench: a fresh sender's first %s transfer vs the same "
            "repeated (median of %u), %s operations, %s\n",
@@ -249,8 +267,12 @@ int main(int argc, char **argv)
            "", "", "ms", "ms", "ms", "GB/s", "GB/s", "", "", "", "ms", "ms", "ms",
            "");
     double worst[2] = {1e9, 1e9};
-    bool   ok       = true;
     for (unsigned run = 1; run <= o.runs; ++run) {
+        if (run == o.new_target_at) {
+            ok = ok && (!o.put || (target->call(check_put, 60000) == "ok"));
+            target_buffers(2);
+            printf("-- the target's buffers are new from here\n");
+        }
         for (int k = 0; k < 2; ++k) {
             const std::string op = k ? "get" : "put";
             if ((k == 0) ? !o.put : !o.get) {
@@ -272,7 +294,7 @@ int main(int argc, char **argv)
         }
     }
     if (o.put) {
-        ok = ok && (target->call("check 11 0 " + std::to_string(o.total), 60000) == "ok");
+        ok = ok && (target->call(check_put, 60000) == "ok");
     }
     printf("worst ratio (repeated / first time):");
     if (o.put) {

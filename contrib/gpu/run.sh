@@ -205,7 +205,7 @@ arena() {
             tee -a "$out/arena-bench-$1x$2.txt" | grep -E '^ +[0-9]+[KM] |relay:|verified'
     done
     section "first 256 MiB put and get of fresh senders vs the same repeated"
-    timeout 90 "$b/ucx_pxn_first_bench" --gpu --runs 5 --repeat 5 --prefix arena 2>&1 |
+    timeout 120 "$b/ucx_pxn_first_bench" --gpu --runs 6 --repeat 5 --new-target-at 5 --prefix arena 2>&1 |
         tee "$out/arena-first.txt"
 }
 if [ "$what" = arena ]; then

@@ -7,9 +7,11 @@
  *
  * Cost model, per piece of n segments and B bytes (the figures behind the
  * constants: docs/gpu.md, "Copy policy"):
- *   copy engine    max(n * ce_segment_ns, B / ce_gbps)
+ *   copy engine    ce_piece_ns + max(n * ce_segment_ns, B / ce_gbps)
  *                  each cuMemcpyAsync costs ~4 us of issue whatever its
- *                  size; large copies run at the engine's bandwidth;
+ *                  size; large copies run at the engine's bandwidth; a
+ *                  piece by copy engine takes longer to complete than one
+ *                  by kernel, which small pieces (one 4 KiB put each) feel;
  *   gather kernel  max(sm_launch_ns, n * sm_segment_ns + B' / rate)
  *                  one segment-table copy and one launch per piece; the
  *                  rate grows with the CTAs the piece gets, up to sm_gbps;
@@ -44,6 +46,7 @@ struct PieceShape {
 
 /* Cost constants of one sender -> arena pairing. */
 struct CopyCosts {
+    double ce_piece_ns;    /* extra completion time of a copy-engine piece */
     double ce_segment_ns;  /* issue cost of one copy-engine copy */
     double ce_gbps;        /* copy-engine bandwidth into the arena */
     double sm_launch_ns;   /* segment table copy + launch */
