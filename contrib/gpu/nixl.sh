@@ -38,7 +38,7 @@ node() {
     [ "$inner" = cuda_ipc ] && map=cuda
     exec env UCX_PXN_NODE_ID=node$n UCX_PXN_GROUP=gpunixl-node$n UCX_PXN_NET_TLS=$inner \
         UCX_PXN_RAIL_MAP=$map:rail$r UCX_PXN_CUDA_DEVICE=$((r % (gpus > 0 ? gpus : 1))) \
-        CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-} "$@"
+        "$@"
 }
 
 start_relays() { # start_relays <inner> <tag>

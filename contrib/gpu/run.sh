@@ -48,7 +48,8 @@ if [ "$what" = versions ]; then
             local n=$1 r=$2
             shift 2
             exec env LD_LIBRARY_PATH="$u/lib" LD_PRELOAD="$pre" UCX_PXN_NODE_ID=node$n \
-                UCX_PXN_GROUP=gpuver-$v-node$n UCX_PXN_RAIL_MAP=$dev:rail$r "$@"
+                UCX_PXN_GROUP=gpuver-$v-node$n UCX_PXN_RAIL_MAP=$dev:rail$r \
+                UCX_PXN_CUDA_DEVICE=0 "$@"
         }
         section "UCX $v, pxn loaded: $load${pre:+ (LD_PRELOAD)}"
         (at 0 0 "$u/bin/ucx_info" -v) | head -2
@@ -122,7 +123,7 @@ if [ "$what" = all ] || [ "$what" = perftest ]; then
     # and without gets pxn is no RMA lane for UCP.
     export UCX_PXN_NET_TLS=cuda_ipc UCX_PROTO_ENABLE=y UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y
     node() { env UCX_PXN_NODE_ID=node$1 UCX_PXN_GROUP=gpuperf-node$1 \
-                 UCX_PXN_RAIL_MAP=cuda:rail$2 "${@:3}"; }
+                 UCX_PXN_RAIL_MAP=cuda:rail$2 UCX_PXN_CUDA_DEVICE=0 "${@:3}"; }
     node 0 1 "$c/ucx/bin/ucx_pxn_relay" > "$out/relay01.log" 2>&1 &
     r1=$!
     node 1 0 "$c/ucx/bin/ucx_pxn_relay" > "$out/relay10.log" 2>&1 &

@@ -11,6 +11,10 @@
  * registry entry removed) and the relay's counters are printed.
  * Without -d: the first device of the first pxn md (with
  * UCX_PXN_HOME_DEVICE naming the rail's NIC, any device will do).
+ * A relay with a GPU arena needs its GPU: UCX_PXN_CUDA_DEVICE (this program
+ * makes no CUDA context of its own). A relay not in the registry 5 s after
+ * the interface opened (its GPU unknown, or it failed to start: the lines
+ * above say why) is an error: exit status 1.
  */
 #include <ucs/pxn/abi.h>
 
@@ -185,6 +189,23 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    pxn::abi::ProcessCounters c = {};
+    bool published = read_counters(&c);
+    for (int i = 0; (i < 50) && !published; ++i) {
+        usleep(100000);
+        published = read_counters(&c);
+    }
+    if (!published) {
+        fprintf(stderr, "ucx_pxn_relay: no relay of %s in the registry after 5 s: "
+                        "a GPU arena needs the relay's GPU (set UCX_PXN_CUDA_DEVICE, "
+                        "or UCX_PXN_ARENA=host); other causes are logged above\n",
+                opened.c_str());
+        uct_iface_close(iface);
+        uct_worker_destroy(worker);
+        ucs_async_context_destroy(async);
+        uct_md_close(md);
+        return 1;
+    }
     printf("ucx_pxn_relay: pid %d relaying on %s (group %s); SIGTERM stops\n",
            getpid(), opened.c_str(),
            getenv("UCX_PXN_GROUP") ? getenv("UCX_PXN_GROUP") : "default");
@@ -193,7 +214,6 @@ int main(int argc, char **argv)
     int sig;
     sigwait(&stop, &sig);
 
-    pxn::abi::ProcessCounters c = {};
     const bool have = read_counters(&c);
     uct_iface_close(iface); /* drains in-flight pieces, removes the entry */
     uct_worker_destroy(worker);
