@@ -9,9 +9,9 @@
 # For test/apps/ucp_idle (a UCP context with RMA and TAG, one worker, exit):
 # context + worker creation time, process wall time, threads, pxn threads;
 # for `ucx_info -e -u t -w` of the UCX the build uses: process wall time;
-# for a `ucx_perftest` pair on loopback (server, then a client running
-# tag_lat for 100 iterations): the client's wall time, connection
-# included. All: registry files left after the processes exited (not
+# for a `ucx_perftest` pair on loopback (server, then, 0.3 s after it
+# listens, a client running tag_lat for 100 iterations, each on a core of
+# its own): the client's wall time, connection included. All: registry files left after the processes exited (not
 # counting the registry directory's empty .lock, which stays for the next
 # process).
 # Medians of RUNS fresh processes per configuration, the configurations
@@ -55,19 +55,32 @@ run() {
     echo "$out"
 }
 
+# Server and client on cores of their own where there are two: where the
+# scheduler puts two spinning processes moves tag_lat by 4x (0.15-0.65 us).
+server_cpu=() client_cpu=()
+if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+    server_cpu=(taskset -c 0) client_cpu=(taskset -c 1)
+fi
+
 # perf CONFIG PORT: a ucx_perftest server on loopback and, once it
 # listens, a client; prints the client's wall time in ns.
 perf() {
     local config=$1 port=$2 server out
     env -u UCX_TLS -u UCX_PXN_ENABLE UCX_PXN_REGISTRY_DIR="$registry" \
         UCX_PXN_GROUP=optin UCX_PXN_NET_TLS=tcp \
-        ${envs[$config]:+"${envs[$config]}"} "$perftest" -p "$port" >/dev/null 2>&1 &
+        ${envs[$config]:+"${envs[$config]}"} "${server_cpu[@]}" "$perftest" -p "$port" \
+        >/dev/null 2>&1 &
     server=$!
     for ((t = 0; t < 500; ++t)); do
         ss -Hltn "sport = :$port" | grep -q . && break
         sleep 0.01
     done
-    out=$(run "$config" "$perftest" 127.0.0.1 -p "$port" -t tag_lat -n 100 -s 8) ||
+    # A client that meets a server still starting up takes 25-35 ms or
+    # 115-200 ms here, depending on how the two starts interleave: give
+    # the server time to settle, so that the client's own time is measured.
+    sleep 0.3
+    out=$(run "$config" "${client_cpu[@]}" "$perftest" 127.0.0.1 -p "$port" -t tag_lat \
+              -n 100 -s 8) ||
         exit 1
     wait "$server" || { echo "opt_in: ucx_perftest server (${names[$config]}) failed" >&2; exit 1; }
     echo "${out%%$'\n'*}"
