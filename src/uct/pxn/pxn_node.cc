@@ -236,6 +236,10 @@ ucs_status_t Node::start_relay(const std::string &device, const InnerMd *md)
             params.registry          = registry_.get();
             params.net               = net;
             params.md_registers_cuda = cuda_md;
+            /* an md that registers nothing reaches host memory without */
+            params.md_reaches_host   =
+                    !(md->attr().cap.flags & UCT_MD_FLAG_REG) ||
+                    (md->attr().cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
             params.rail              = rail;
             params.device            = device;
             params.gpu               = gpu();

@@ -47,6 +47,13 @@ ucs_status_t RelayService::open(const Params &params, const Settings &settings,
                              "the inner md cannot register GPU memory"));
         return UCS_ERR_UNSUPPORTED;
     }
+    if (!gpu && !params.md_reaches_host) {
+        error_once(strformat("pxn: a host arena (UCX_PXN_ARENA=%s) but the inner "
+                             "md of %s cannot register host memory",
+                             (settings.arena == ArenaChoice::kHost) ? "host" : "auto",
+                             params.net->tl_name().c_str()));
+        return UCS_ERR_UNSUPPORTED;
+    }
     ucs_status_t status = params.registry->create_entry(
             {params.rail, params.device, params.net->tl_name()}, &r->entry_);
     if (status == UCS_OK) {

@@ -44,6 +44,7 @@ public:
         Registry              *registry;
         std::shared_ptr<Net>   net;         /* the home device's port */
         bool                   md_registers_cuda;
+        bool                   md_reaches_host = true; /* host arena usable */
         std::string            rail;
         std::string            device;
         int                    gpu;         /* the process's GPU, -1 none */
