@@ -41,18 +41,6 @@
 #include <ucs/pxn/abi.h>
 #include <uct/api/uct.h>
 
-#if defined(__has_include)
-#if __has_include(<valgrind/callgrind.h>)
-#include <valgrind/callgrind.h>
-#define PXN_HAVE_CALLGRIND 1
-#endif
-#endif
-#ifndef PXN_HAVE_CALLGRIND
-#define CALLGRIND_TOGGLE_COLLECT
-#define CALLGRIND_DUMP_STATS_AT(name) ((void)(name))
-#define RUNNING_ON_VALGRIND 0
-#endif
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

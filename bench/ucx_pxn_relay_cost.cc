@@ -22,18 +22,6 @@
 #include <uct/pxn/pxn_send_lane.h>
 #include <ucs/pxn/identity.h>
 
-#if defined(__has_include)
-#if __has_include(<valgrind/callgrind.h>)
-#include <valgrind/callgrind.h>
-#define PXN_HAVE_CALLGRIND 1
-#endif
-#endif
-#ifndef PXN_HAVE_CALLGRIND
-#define CALLGRIND_TOGGLE_COLLECT
-#define CALLGRIND_DUMP_STATS_AT(name) ((void)(name))
-#define RUNNING_ON_VALGRIND 0
-#endif
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
