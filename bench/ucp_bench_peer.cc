@@ -1,5 +1,6 @@
 #include "ucp_bench_peer.h"
 
+#include <apps/pattern.h>
 #include <bench/bench_units.h>
 
 #ifdef PXN_HAVE_CUDA
@@ -52,41 +53,6 @@ void check(ucs_status_t status, const char *what)
     }
 }
 
-/* --- patterns ------------------------------------------------------------ */
-
-uint64_t pattern_word(uint64_t seed, uint64_t index) /* splitmix64 */
-{
-    uint64_t z = seed * 0x9E3779B97F4A7C15ull + index + 1;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-void fill_pattern(uint8_t *p, uint64_t len, uint64_t seed)
-{
-    for (uint64_t i = 0; i < len; i += 8) {
-        const uint64_t w = pattern_word(seed, i / 8);
-        memcpy(p + i, &w, std::min<uint64_t>(8, len - i));
-    }
-}
-
-/* Offset of the first byte that differs from the pattern, or -1. */
-int64_t first_mismatch(const uint8_t *p, uint64_t len, uint64_t seed)
-{
-    for (uint64_t i = 0; i < len; i += 8) {
-        const uint64_t w = pattern_word(seed, i / 8);
-        const uint64_t n = std::min<uint64_t>(8, len - i);
-        if (memcmp(p + i, &w, n) != 0) {
-            for (uint64_t j = 0; j < n; ++j) {
-                if (p[i + j] != reinterpret_cast<const uint8_t*>(&w)[j]) {
-                    return int64_t(i + j);
-                }
-            }
-        }
-    }
-    return -1;
-}
-
 /* --- the region: host or GPU memory, checked through host memory --------- */
 
 class Region {
@@ -121,7 +87,7 @@ public:
 
     void fill(uint64_t seed, uint64_t len)
     {
-        fill_pattern(host_, len, seed);
+        pxn_tools::fill_pattern(host_, len, seed);
         to_device(len);
     }
 
@@ -140,7 +106,8 @@ public:
             fail(kBenchSetup, "cuMemcpy from the region failed");
         }
 #endif
-        return first_mismatch(host_, len, seed);
+        const uint64_t at = pxn_tools::first_mismatch(host_, len, seed);
+        return (at == len) ? -1 : int64_t(at);
     }
 
 private:

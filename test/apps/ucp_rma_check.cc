@@ -17,6 +17,7 @@
  * MAX_RMA_RAILS=2, RC_FENCE=none, MAX_HCA_PER_GPU=auto from 1.21, ...),
  * each where the environment does not set it, as NIXL does.
  */
+#include "pattern.h"
 #include "vfs_dump.h"
 
 #include <ucp/api/ucp.h>
@@ -120,38 +121,8 @@ void check(ucs_status_t status, const char *what)
     }
 }
 
-/* --- data patterns ------------------------------------------------------ */
-uint64_t pattern_word(uint64_t seed, uint64_t index) /* splitmix64 */
-{
-    uint64_t z = seed * 0x9E3779B97F4A7C15ull + index + 1;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-void fill_pattern(uint8_t *p, size_t len, uint64_t seed)
-{
-    for (size_t i = 0; i < len; i += 8) {
-        const uint64_t w = pattern_word(seed, i / 8);
-        memcpy(p + i, &w, std::min<size_t>(8, len - i));
-    }
-}
-
-/* Offset of the first byte that differs from the pattern, or len. */
-size_t first_mismatch(const uint8_t *p, size_t len, uint64_t seed)
-{
-    for (size_t i = 0; i < len; i += 8) {
-        uint8_t want[8];
-        const uint64_t w = pattern_word(seed, i / 8);
-        memcpy(want, &w, 8);
-        for (size_t j = 0; (j < 8) && (i + j < len); ++j) {
-            if (p[i + j] != want[j]) {
-                return i + j;
-            }
-        }
-    }
-    return len;
-}
+using pxn_tools::fill_pattern;
+using pxn_tools::first_mismatch;
 
 /* A page-aligned region with kCanary bytes of fixed patterns on each side. */
 struct Guarded {
