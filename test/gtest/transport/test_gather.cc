@@ -161,6 +161,15 @@ protected:
     std::vector<uint8_t> &src_buffer() { return scatter() ? slot_ : outside_; }
     std::vector<uint8_t> &dst_buffer() { return scatter() ? outside_ : slot_; }
 
+    /* One segment of `length` bytes from source offset `src` to `dst`. */
+    void copy_one(const Grid &grid, size_t src, size_t dst, size_t length)
+    {
+        segs_ = {copy(src, dst, length)};
+        run_and_check(grid, "src +" + std::to_string(src) + ", dst +" +
+                            std::to_string(dst) + ", " + std::to_string(length) +
+                            " bytes");
+    }
+
     /* Runs every thread of `grid` over segs_ (as the kernel does), then
      * checks every byte of the destination buffer, guards included. */
     void run_and_check(const Grid &grid, const std::string &what)
@@ -257,10 +266,7 @@ TEST_P(GatherTest, EveryAlignmentAndLengthUpTo300IsCopiedExactly)
         for (size_t dst = 0; dst < 16; ++dst) {
             for (size_t src = 0; src < 16; ++src) {
                 for (size_t length = 0; length <= 300; ++length) {
-                    segs_ = {copy(src, dst, length)};
-                    run_and_check(grid, "src +" + std::to_string(src) + ", dst +" +
-                                        std::to_string(dst) + ", " +
-                                        std::to_string(length) + " bytes");
+                    copy_one(grid, src, dst, length);
                     if (HasFatalFailure()) {
                         return;
                     }
@@ -279,10 +285,7 @@ TEST_P(GatherTest, LargeMisalignedSegmentsAreCopiedExactlyWithTheKernelsGrid)
         for (size_t length : lengths) {
             for (size_t src : {0, 1, 13}) {
                 for (size_t dst : {0, 3}) {
-                    segs_ = {copy(src, dst, length)};
-                    run_and_check(grid, "src +" + std::to_string(src) + ", dst +" +
-                                        std::to_string(dst) + ", " +
-                                        std::to_string(length) + " bytes");
+                    copy_one(grid, src, dst, length);
                     if (HasFatalFailure()) {
                         return;
                     }

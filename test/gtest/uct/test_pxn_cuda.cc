@@ -169,6 +169,23 @@ protected:
         return *relay && *target && *sender;
     }
 
+    /* A trio whose cuda_ipc does gets (without NVLink, one GPU, it does
+     * not unless told), a target buffer of `size` bytes filled with `seed`
+     * and a GPU buffer of the sender, connected to it. */
+    bool get_trio(size_t size, unsigned seed, PeerProcess **relay,
+                  PeerProcess **sender, Target *t)
+    {
+        PeerProcess *target;
+        if (!trio(relay, &target, sender, {"UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y"})) {
+            return false;
+        }
+        *t = target_buffer(target, size);
+        return (target->call("fill " + std::to_string(seed)) == "ok") &&
+               ((*sender)->call("alloc " + std::to_string(size) + " cuda")
+                        .rfind("alloc ", 0) == 0) &&
+               ((*sender)->call("connect " + t->dev + " " + t->iface) == "ok");
+    }
+
     std::string group_;
     std::vector<std::unique_ptr<PeerProcess>> peers_;
 };
@@ -355,16 +372,10 @@ TEST_F(PxnCuda, GpuSourceIntoAHostArena)
 
 TEST_F(PxnCuda, GetCopiesTheSlotIntoAGpuBuffer)
 {
-    /* cuda_ipc disables gets without NVLink (one GPU): force them on. */
-    PeerProcess *relay, *target, *sender;
-    ASSERT_TRUE(trio(&relay, &target, &sender,
-                     {"UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y"}));
+    PeerProcess *relay, *sender;
+    Target t;
     const size_t size = 2 * kSlot + 4096;
-    Target t = target_buffer(target, size);
-    EXPECT_EQ("ok", target->call("fill 31"));
-    EXPECT_EQ("alloc", split(sender->call("alloc " + std::to_string(size) +
-                                          " cuda"))[0]);
-    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    ASSERT_TRUE(get_trio(size, 31, &relay, &sender, &t));
     EXPECT_EQ("Success", move(sender, "get zcopy", t, size, 300000));
     EXPECT_EQ("ok", sender->call("check 31 0 " + std::to_string(size)));
     expect_healthy(relay, size);
@@ -375,15 +386,10 @@ TEST_F(PxnCuda, GetOfManyRingRoundsCopiesEverySlotOutBeforeItsReuse)
     /* 16 slots' worth through a ring of 4: the copies out of the slots run
      * asynchronously (copy engine or scatter kernel), and a slot refilled
      * before its copy ended would show up as wrong bytes. */
-    PeerProcess *relay, *target, *sender;
-    ASSERT_TRUE(trio(&relay, &target, &sender,
-                     {"UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y"}));
+    PeerProcess *relay, *sender;
+    Target t;
     const size_t size = 16 * kSlot + 123;
-    Target t = target_buffer(target, size);
-    EXPECT_EQ("ok", target->call("fill 41"));
-    EXPECT_EQ("alloc", split(sender->call("alloc " + std::to_string(size) +
-                                          " cuda"))[0]);
-    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    ASSERT_TRUE(get_trio(size, 41, &relay, &sender, &t));
     EXPECT_EQ("Success", move(sender, "get zcopy", t, size, 300001));
     EXPECT_EQ("ok", sender->call("check 41 0 " + std::to_string(size)));
     /* again in 4099-byte replies at odd offsets (hundreds per piece, the

@@ -17,6 +17,13 @@ using pxn_tools::split;
 
 namespace {
 
+/* "<device address> <iface address>" of a peer, as "reachable" takes them. */
+std::string addr(PeerProcess *p)
+{
+    const auto info = split(p->call("info"));
+    return info[1] + " " + info[2];
+}
+
 TEST_F(PxnTransfer, SameRailAndSameNodePeersAreNotReachable)
 {
     PeerProcess *relay  = tcp_peer(0, 1);
@@ -25,10 +32,6 @@ TEST_F(PxnTransfer, SameRailAndSameNodePeersAreNotReachable)
     PeerProcess *cross     = tcp_peer(1, 1);
     ASSERT_TRUE(relay && sender && same_rail && cross);
 
-    auto addr = [](PeerProcess *p) {
-        auto info = split(p->call("info"));
-        return info[1] + " " + info[2];
-    };
     EXPECT_EQ("0", sender->call("reachable " + addr(same_rail)));
     EXPECT_EQ("0", sender->call("reachable " + addr(relay)));
     EXPECT_EQ("1", sender->call("reachable " + addr(cross)));
@@ -46,10 +49,6 @@ TEST_F(PxnTransfer, CrossRailPeerIsReachableOverTheNetworkNeverAsTheSameDevice)
     PeerProcess *cross     = tcp_peer(1, 1);
     ASSERT_TRUE(relay && sender && same_rail && cross);
 
-    auto addr = [](PeerProcess *p) {
-        auto info = split(p->call("info"));
-        return info[1] + " " + info[2];
-    };
     const std::string network = sender->call("reachable_v2 network " + addr(cross));
     const std::string inter   = sender->call("inter_node");
     if ((network == "unsupported") && (inter == "unsupported")) {
