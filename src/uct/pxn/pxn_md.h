@@ -130,6 +130,10 @@ ucs_status_t uct_pxn_md_settings(const uct_pxn_md_config_t *config,
                                  pxn::Settings *settings, std::string *error);
 
 /* Logs `text` as an error (a warning), once per process for the same text. */
+/* The UCX_PXN_* and UCX_TLS variables of the environment, sorted: what a
+ * configuration read depends on. */
+std::string uct_pxn_config_environment();
+
 void uct_pxn_error_once(const std::string &text);
 void uct_pxn_warn_once(const std::string &text);
 
