@@ -182,6 +182,9 @@ private:
     ucs_status_t open_lock_file();
     /* Once per file name: true the first time. */
     bool first_warning(const std::string &name);
+    /* Names in the directory (a private dup of its fd, which keeps its
+     * offset and stays open). False on error, which is logged. */
+    bool list_names(std::vector<std::string> *names) const;
     void cleanup_locked(CleanupStats *stats);
     /* Unlinks stem.arena, stem.wake, then the control file `name`. */
     unsigned remove_entry_files(const std::string &stem, const std::string &name);
