@@ -10,7 +10,8 @@
 #   bash contrib/gpu/pack.sh versions BUILD...    gpu-carry-versions/<UCX version>/
 #       for `run.sh versions`: from pxn build trees configured against other
 #       UCX installs (docs/versions.md), each UCX's libraries, modules and
-#       tools with the pxn module built against it, and how that UCX loads it.
+#       tools with the pxn module built against it, how that UCX loads it,
+#       and uct_gtest with its programs (<version>/build/) for the GPU tests.
 #
 # gpu-carry/ mirrors a build tree, so that the programs find each other
 # through PXN_BUILD_DIR=gpu-carry/build:
@@ -24,6 +25,10 @@
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+# the programs uct_gtest starts
+test_apps="ucx_pxn_peer ucx_pxn_soak pxn_hostile_sender multi_iface ucp_idle
+           stock_ucx_probe ucp_rma_check"
 
 if [ "${1:-}" = versions ]; then
     shift
@@ -45,6 +50,13 @@ if [ "${1:-}" = versions ]; then
         done
         cp "$ucx"/bin/{ucx_pxn_relay,ucx_pxn_info} "$d/bin/"
         echo "$load" > "$d/module-load"
+        # the GPU test subset against this UCX (run.sh versions): uct_gtest
+        # and the programs it starts, in a build-tree mirror
+        make -C "$b" -j"$(nproc)" check TESTS= >/dev/null
+        mkdir -p "$d/build/.libs" "$d/build/test/apps" "$d/build/test/gtest"
+        cp -L "$b/.libs/libuct_pxn.so.0.0.0" "$d/build/.libs/"
+        cp "$b/test/gtest/uct_gtest" "$d/build/test/gtest/"
+        for app in $test_apps; do cp "$b/test/apps/$app" "$d/build/test/apps/"; done
         find "$d" -type f -exec strip --strip-debug {} + 2>/dev/null || true
         echo "UCX $v (pxn loaded: $load): $(du -sh "$d" | cut -f1)"
     done
@@ -81,8 +93,7 @@ done
 cp -L "$build/.libs/libuct_pxn.so.0.0.0" "$out/build/.libs/"
 cp "$build"/bench/{ucx_pxn_bench,ucx_pxn_stage_bench,ucx_pxn_ucp_bench} \
    "$out/build/bench/"
-for app in ucx_pxn_peer ucx_pxn_soak pxn_hostile_sender multi_iface ucp_idle \
-           stock_ucx_probe ucp_rma_check; do
+for app in $test_apps; do
     cp "$build/test/apps/$app" "$out/build/test/apps/"
 done
 cp "$build/test/gtest/uct_gtest" "$out/build/test/gtest/"

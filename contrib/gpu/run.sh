@@ -10,10 +10,12 @@
 #   per lane, geometries, first transfers; ucp: only the UCP puts and gets
 #   of staging; host: host-memory benchmarks across emulated rails,
 #   contrib/gpu/host.sh, as root)
-#   bash contrib/gpu/run.sh versions: ucx_perftest -m cuda put/get through
-#   pxn with each UCX in $PXN_GPU_VERSIONS_DIR (default gpu-carry-versions/,
-#   made by `contrib/gpu/pack.sh versions`), protocols v2 as each UCX
-#   defaults them (no UCX_PROTO_ENABLE), beside a run without pxn.
+#   bash contrib/gpu/run.sh versions: with each UCX in $PXN_GPU_VERSIONS_DIR
+#   (default gpu-carry-versions/, made by `contrib/gpu/pack.sh versions`;
+#   gpu-carry/extra gives libcudart), the GPU test subset, then
+#   ucx_perftest -m cuda put/get through pxn, protocols v2 as each UCX
+#   defaults them (no UCX_PROTO_ENABLE), beside a run without pxn
+#   (PXN_GPU_VERSIONS_PERFTEST=n: the tests only).
 # PXN_GPU_TESTS: the gtest filter of `tests` (default PxnCuda.*:PxnComponent.*).
 set -uo pipefail
 
@@ -53,6 +55,19 @@ if [ "$what" = versions ]; then
         }
         section "UCX $v, pxn loaded: $load${pre:+ (LD_PRELOAD)}"
         (at 0 0 "$u/bin/ucx_info" -v) | head -2
+        if [ -x "$u/build/test/gtest/uct_gtest" ]; then
+            section "UCX $v: GPU tests"
+            cp "$u/build/.libs/libuct_pxn.so.0.0.0" "$u/lib/ucx/libuct_pxn.so.0"
+            # the tests set what they need: nothing of this script's own
+            env -u UCX_PXN_NET_TLS -u UCX_CUDA_IPC_ENABLE_GET_ZCOPY \
+                LD_LIBRARY_PATH="$u/lib:$c/extra" PXN_BUILD_DIR="$u/build" \
+                PXN_UCX_PREFIX="$u" PXN_SOURCE_DIR="$top" PXN_MODULE_LOAD="$load" \
+                PXN_MODULE_INSTALLED="$u/lib/ucx/libuct_pxn.so.0" \
+                timeout 300 "$u/build/test/gtest/uct_gtest" \
+                --gtest_filter="${PXN_GPU_TESTS:-PxnCuda.*:PxnComponent.*}" 2>&1 |
+                tee "$out/v$v-gpu-tests.log" | grep -vE '^\[ *(RUN|OK) '
+        fi
+        [ "${PXN_GPU_VERSIONS_PERFTEST:-y}" = n ] && continue
         (at 0 0 UCX_PXN_ENABLE=y "$u/bin/ucx_info" -d) |
             grep -E 'Memory domain: pxn|Transport: pxn' | sort -u
         (at 0 1 "$u/bin/ucx_pxn_relay") > "$out/v$v-relay01.log" 2>&1 &
