@@ -21,6 +21,10 @@
  * fresh sender against a warm relay and a target buffer new to it, as run 1
  * is (the first access of a process to another's GPU buffer maps it).
  *
+ * --direct: the same without pxn, sender and target on one rail of the
+ * inner transport (cuda_ipc or cma): the baseline of what a first access
+ * costs any process, with no relay and no counters.
+ *
  * Breakdown from the counters (docs/benchmarks.md): the relay's
  * lane_commit_ns (memory of claimed lanes backed before their
  * acknowledgement) and warm_claims (claims that found their lane's memory
@@ -56,6 +60,7 @@ struct Options {
     bool                     gpu    = false;
     bool                     put    = true;
     bool                     get    = true;
+    bool                     direct = false;
     unsigned                 new_target_at = 0; /* run, 0: never */
     std::vector<std::string> env;
     std::string              peer;
@@ -85,13 +90,15 @@ public:
 
     std::unique_ptr<PeerProcess> start(int node, const std::string &rail) const
     {
-        const std::string dev = opt_.gpu ? "cuda" : "memory";
-        std::vector<std::string> env = {
-                "PXN_PEER_YIELD=1",
-                "UCX_PXN_NODE_ID=node" + std::to_string(node),
-                "UCX_PXN_GROUP=" + group(node),
-                "UCX_PXN_NET_TLS=" + std::string(opt_.gpu ? "cuda_ipc" : "cma"),
-                "UCX_PXN_RAIL_MAP=" + dev + ":" + rail};
+        const std::string dev   = opt_.gpu ? "cuda" : "memory";
+        const std::string inner = opt_.gpu ? "cuda_ipc" : "cma";
+        std::vector<std::string> env = {"PXN_PEER_YIELD=1"};
+        if (!opt_.direct) {
+            env.insert(env.end(), {"UCX_PXN_NODE_ID=node" + std::to_string(node),
+                                   "UCX_PXN_GROUP=" + group(node),
+                                   "UCX_PXN_NET_TLS=" + inner,
+                                   "UCX_PXN_RAIL_MAP=" + dev + ":" + rail});
+        }
         if (opt_.gpu) {
             /* One GPU: the relay's arena, the target and the sender share it
              * (cuda_ipc keeps gets only when told so without NVLink). */
@@ -101,8 +108,8 @@ public:
         env.insert(env.end(), opt_.env.begin(), opt_.env.end());
         std::unique_ptr<PeerProcess> p(new PeerProcess());
         std::string error;
-        if (!p->start(opt_.peer, "", env, opt_.gpu ? "pxn_cuda_ipc" : "pxn_cma",
-                      "pxn", dev, &error)) {
+        if (!p->start(opt_.peer, "", env, opt_.direct ? inner : "pxn_" + inner,
+                      opt_.direct ? inner : "pxn", dev, &error)) {
             die(error);
         }
         return p;
@@ -138,9 +145,11 @@ Result run_once(const Options &o, const Rig &rig, PeerProcess *relay,
 {
     Result r;
     pxn::abi::ProcessCounters before = {}, after = {}, sender = {};
-    pxn_tools::read_counters(rig.group(0), relay->pid(), &before);
+    if (relay != nullptr) {
+        pxn_tools::read_counters(rig.group(0), relay->pid(), &before);
+    }
 
-    std::unique_ptr<PeerProcess> s = rig.start(0, "railA");
+    std::unique_ptr<PeerProcess> s = rig.start(0, o.direct ? "railB" : "railA");
     const std::string bytes = std::to_string(o.total);
     if ((split(s->call("alloc " + bytes + rig.where())).size() != 3) ||
         (s->call(op == "put" ? "fill 11" : "fill 12") != "ok")) {
@@ -173,9 +182,14 @@ Result run_once(const Options &o, const Rig &rig, PeerProcess *relay,
     r.slowest_ms = *std::max_element(repeated.begin(), repeated.end());
     r.ok        = (op == "put") ||
                   (s->call("check 12 0 " + bytes, 60000) == "ok");
-    pxn_tools::read_counters(rig.group(0), s->pid(), &sender);
+    if (relay != nullptr) {
+        pxn_tools::read_counters(rig.group(0), s->pid(), &sender);
+    }
     s->send("quit");
     s->wait(10000);
+    if (relay == nullptr) {
+        return r;
+    }
     pxn_tools::read_counters(rig.group(0), relay->pid(), &after);
     r.commit_ms = (after.relay.lane_commit_ns - before.relay.lane_commit_ns) * 1e-6;
     r.commits   = after.relay.lane_commits - before.relay.lane_commits;
@@ -213,6 +227,8 @@ int main(int argc, char **argv)
             (a == "--total" ? o.total : o.chunk) = size;
         } else if (a == "--gpu") {
             o.gpu = true;
+        } else if (a == "--direct") {
+            o.direct = true;
         } else if (a == "--ops") {
             const std::string ops = value();
             o.put = ops.find("put") != std::string::npos;
@@ -224,7 +240,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: ucx_pxn_first_bench [--runs N] [--repeat N] "
-                    "[--total 256M] [--chunk 8M] [--gpu] [--ops put,get]\n"
+                    "[--total 256M] [--chunk 8M] [--gpu] [--direct] [--ops put,get]\n"
                     "                           [--new-target-at K] [--prefix P] "
                     "[--env UCX_PXN_X=v]...\n");
             return 2;
@@ -232,7 +248,7 @@ int main(int argc, char **argv)
     }
 
     Rig rig(o);
-    std::unique_ptr<PeerProcess> relay  = rig.start(0, "railB");
+    std::unique_ptr<PeerProcess> relay  = o.direct ? nullptr : rig.start(0, "railB");
     std::unique_ptr<PeerProcess> target = rig.start(1, "railB");
     /* Target buffer 0 receives the puts, buffer 1 (seed 12) is read. */
     const std::string alloc = "alloc " + std::to_string(o.total) + rig.where();
@@ -256,10 +272,11 @@ int main(int argc, char **argv)
     bool ok = true;
 
     printf("ucx_pxn_first_bench: a fresh sender's first %s transfer vs the same "
-           "repeated (median of %u), %s operations, %s\n",
+           "repeated (median of %u), %s operations, %s%s\n",
            human(o.total).c_str(), o.repeat, human(o.chunk).c_str(),
            o.gpu ? "GPU memory, inner cuda_ipc, one GPU" :
-                   "host memory, inner cma");
+                   "host memory, inner cma",
+           o.direct ? " (--direct: no pxn, the inner transport alone)" : "");
     printf("%4s %4s | %9s %9s %9s | %9s %9s | %6s %6s %6s | %9s %9s %9s %5s\n",
            "run", "op", "connect", "first", "repeated", "first", "repeated",
            "ratio", "+conn", "noise", "commit", "open", "map", "warm");
@@ -305,6 +322,10 @@ int main(int argc, char **argv)
     }
     printf("\n");
     pxn::abi::ProcessCounters c = {};
+    if (relay == nullptr) {
+        printf("data verified: %s\n", ok ? "ok" : "BAD");
+        return ok ? 0 : 1;
+    }
     pxn_tools::read_counters(rig.group(0), relay->pid(), &c);
     printf("relay: %lu pieces, %lu bytes relayed, %lu lane claims acknowledged, "
            "%lu lane memories backed (%.1f ms), %lu claims found theirs warm\n",
