@@ -138,6 +138,9 @@ ucs_status_t validate(const Settings &s, std::string *error)
         return out_of_range(error, "INFLIGHT_DEPTH", s.inflight_depth,
                             "must be 1..64");
     }
+    if (s.piece_ops > kMaxPlan) {
+        return out_of_range(error, "PIECE_OPS", s.piece_ops, "must be 0..65536");
+    }
     if ((s.routes < 1) || (s.routes > kMaxRoutes)) {
         return out_of_range(error, "ROUTES", s.routes, "must be 1..65536");
     }

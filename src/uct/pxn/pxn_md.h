@@ -45,6 +45,7 @@ typedef struct uct_pxn_md_config {
     unsigned long            warm_lanes;
     double                   lane_linger;
     unsigned long            inflight_depth;
+    unsigned long            piece_ops;
     unsigned long            routes;
     double                   credit_timeout;
     double                   heartbeat_timeout;

@@ -168,6 +168,14 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      "1..64.",
      ucs_offsetof(uct_pxn_md_config_t, inflight_depth), UCS_CONFIG_TYPE_ULONG},
 
+    {"PIECE_OPS", "32",
+     "Segments after which a sender's open piece goes out while its ring has\n"
+     "a slot for the next piece, instead of filling on until the slot is\n"
+     "full, the relay is idle or 50 us pass: the relay then works while the\n"
+     "application posts (gets and zero-copy puts complete only through it).\n"
+     "0: no such limit. 0..65536.",
+     ucs_offsetof(uct_pxn_md_config_t, piece_ops), UCS_CONFIG_TYPE_ULONG},
+
     {"ROUTES", "1024",
      "Routes a relay holds at once: one per target that senders of this node\n"
      "reach through it (inner eps are shared by every sender to that target;\n"
@@ -277,6 +285,7 @@ ucs_status_t uct_pxn_md_settings(const uct_pxn_md_config_t *config,
         {"MAX_PLAN", config->max_plan, &settings->geometry.max_plan},
         {"WARM_LANES", config->warm_lanes, &settings->warm_lanes},
         {"INFLIGHT_DEPTH", config->inflight_depth, &settings->inflight_depth},
+        {"PIECE_OPS", config->piece_ops, &settings->piece_ops},
         {"ROUTES", config->routes, &settings->routes}};
     pxn::Settings &s = *settings;
     for (const auto &c : counts) {

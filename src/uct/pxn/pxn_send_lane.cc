@@ -202,7 +202,7 @@ ucs_status_t SendLane::get_now(SendOwner *owner, uint32_t route, uint32_t rkey,
     add_to_piece(req, rkey);
     open_record().get_dest.push_back({0, length, unpack, arg});
     builder_.add(remote_addr, length, rkey);
-    if (builder_.full()) {
+    if (piece_due()) {
         publish();
     }
     return UCS_INPROGRESS;
@@ -298,6 +298,19 @@ void SendLane::publish()
     control_.notify();
 }
 
+/* A full piece goes out; so does one of UCX_PXN_PIECE_OPS segments while
+ * the ring has a slot for the next piece: the relay starts on it while the
+ * application posts more, instead of the two taking turns (an application
+ * that waits for its gets posts only as they complete). With the ring full
+ * the open piece keeps filling. */
+bool SendLane::piece_due() const
+{
+    const uint32_t ops = settings_->piece_ops;
+    return builder_.full() ||
+           ((ops != 0) && (builder_.count() >= ops) &&
+            (window_.in_flight() < geometry_.slots));
+}
+
 void SendLane::publish_open()
 {
     if (builder_.is_open()) {
@@ -319,7 +332,7 @@ unsigned SendLane::stage()
             queue_.pop_front();
             req->staged = true;
         }
-        if (builder_.full()) {
+        if (piece_due()) {
             publish();
         }
     }

@@ -12,9 +12,10 @@
  *   requests and returns the slot (reaped, release), in seq order.
  *
  * Pieces are filled across operations: consecutive operations of the same
- * kind (put/get) to the same route share a piece until it is full; an open
- * piece is published by progress() when the relay has nothing else in
- * flight or after 50 us, and by flush. A request completes when all its
+ * kind (put/get) to the same route share a piece until it is full or holds
+ * UCX_PXN_PIECE_OPS segments with a slot free for the next; an open piece
+ * is published by progress() when the relay has nothing else in flight or
+ * after 50 us, and by flush. A request completes when all its
  * bytes were staged and every piece carrying them was reaped, so a piece
  * can never complete a request early.
  *
@@ -189,6 +190,7 @@ private:
     void         add_to_piece(SendRequest *req, uint32_t rkey);
     uint64_t     append(SendRequest *req);
     void         publish();
+    bool         piece_due() const;
     unsigned     stage();
     unsigned     reap();
     /* A GET piece's bytes to their destinations (may still run). */
@@ -260,7 +262,7 @@ ucs_status_t SendLane::put_now(SendOwner *owner, uint32_t route, uint32_t rkey,
     control_.rkey_hold(rkey);
     add_to_piece(req, rkey);
     builder_.add(remote_addr, *length, rkey);
-    if (builder_.full()) {
+    if (piece_due()) {
         publish();
     }
     return UCS_OK;

@@ -55,6 +55,10 @@ TEST(Settings, NamesTheVariableOfEachBadField)
     EXPECT_EQ(0u, rejection(s).find("UCX_PXN_INFLIGHT_DEPTH"));
 
     s = valid_settings();
+    s.piece_ops = 65537;
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_PIECE_OPS=65537"));
+
+    s = valid_settings();
     s.gather_ctas = 0;
     EXPECT_EQ(0u, rejection(s).find("UCX_PXN_GATHER_CTAS=0"));
 

@@ -166,6 +166,56 @@ TEST_F(PxnTransfer, FullRingMakesThePieceAfterKWaitForSlotZero)
     EXPECT_EQ("ok", target->call("check 11 0 " + std::to_string(size)));
 }
 
+/* 100 puts of 500 bytes posted back to back (no progress in between) behind
+ * a stopped relay, then a flush: the pieces the sender published, counted
+ * while the relay cannot reap any; then the relay resumes and every byte
+ * must arrive. */
+class PxnPieceOps : public PxnTransfer {
+protected:
+    uint64_t pieces_of_small_puts(const std::string &piece_ops)
+    {
+        const std::vector<std::string> env = {"UCX_PXN_PIECE_OPS=" + piece_ops,
+                                              "UCX_PXN_HEARTBEAT_TIMEOUT=10s",
+                                              "UCX_PXN_CREDIT_TIMEOUT=20s"};
+        PeerProcess *relay  = tcp_peer(0, 1, env);
+        PeerProcess *target = tcp_peer(1, 1, env);
+        PeerProcess *sender = tcp_peer(0, 0, env);
+        if (!relay || !target || !sender) {
+            ADD_FAILURE() << "peers did not start";
+            return 0;
+        }
+        const size_t size = 100 * 500;
+        Target t = target_buffer(target, size);
+        source_buffer(sender, size, 19);
+        EXPECT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+        EXPECT_TRUE(relay->stop());
+        EXPECT_TRUE(sender->send("put zcopy " + t.addr + " " + t.rkey + " " +
+                                 std::to_string(size) + " 500 0"));
+        EXPECT_TRUE(wait_counters(0, sender, [](const auto &c) {
+            return c.sender.pieces >= 1;
+        }, 2));
+        pxn_test::hold_for(0.2, "a stopped relay: the pieces published while "
+                                "posting and by the flush, no more");
+        const uint64_t pieces = counters(0, sender).sender.pieces;
+        relay->kill(SIGCONT);
+        EXPECT_EQ("Success", status_of(sender->receive(scaled_ms(20000))));
+        EXPECT_EQ("ok", target->call("check 19 0 " + std::to_string(size)));
+        return pieces;
+    }
+};
+
+/* Three pieces of 32 go out while posting (a slot free for the next), the
+ * fourth (4 operations, the ring's last slot) with the flush. */
+TEST_F(PxnPieceOps, SmallOperationsGoOutInPiecesOfPieceOpsWhileTheRingHasRoom)
+{
+    EXPECT_EQ(kSlots, pieces_of_small_puts("32"));
+}
+
+TEST_F(PxnPieceOps, PieceOpsZeroFillsOnePieceUntilTheFlush)
+{
+    EXPECT_EQ(1u, pieces_of_small_puts("0"));
+}
+
 TEST_F(PxnTransfer, SixtyFourSlotsOfDataTakeManyRingRounds)
 {
     const size_t size = 64 * kSlot + 777;
