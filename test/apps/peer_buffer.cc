@@ -3,6 +3,9 @@
 #ifdef PXN_HAVE_CUDA
 #include <uct/pxn/pxn_cuda.h>
 #endif
+#ifdef PXN_UCX_MKEY_PACK_ADDRESS
+#include <uct/api/v2/uct_v2.h>
+#endif
 
 #include <algorithm>
 #include <cstdlib>
@@ -86,7 +89,18 @@ std::string PeerBuffer::alloc(uct_md_h md, const uct_md_attr_t &md_attr,
             return std::string("err ") + ucs_status_string(status);
         }
         std::vector<uint8_t> packed(md_attr.rkey_packed_size);
-        uct_md_mkey_pack(md, memh_, packed.data());
+        /* With the buffer's address where UCX takes one (UCP does): an md
+         * that registers lazily looks the buffer up only when packing
+         * (cuda_ipc of 1.18 on), and uct_md_mkey_pack gives it none. */
+#ifdef PXN_UCX_MKEY_PACK_ADDRESS
+        const uct_md_mkey_pack_params_t params = {};
+        status = uct_md_mkey_pack_v2(md, memh_, data(), size, &params, packed.data());
+#else
+        status = uct_md_mkey_pack(md, memh_, packed.data());
+#endif
+        if (status != UCS_OK) {
+            return std::string("err ") + ucs_status_string(status);
+        }
         rkey = hex(packed.data(), packed.size());
     }
     return "alloc " + std::to_string(reinterpret_cast<uintptr_t>(data())) + " " +
