@@ -92,7 +92,7 @@ struct Settings {
     uint32_t                 gather_ctas   = 32;   /* gather kernel grid bound */
     Geometry                 geometry;
     uint32_t                 inflight_depth    = 4;
-    uint32_t                 piece_ops         = 32;  /* 0: pieces fill up */
+    uint32_t                 piece_ops         = 64;  /* 0: pieces fill up */
     uint32_t                 routes            = 1024; /* relay's route table */
     double                   credit_timeout    = 1.0; /* seconds */
     double                   heartbeat_timeout = 3.0; /* seconds */

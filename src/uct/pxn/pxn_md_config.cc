@@ -168,7 +168,7 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      "1..64.",
      ucs_offsetof(uct_pxn_md_config_t, inflight_depth), UCS_CONFIG_TYPE_ULONG},
 
-    {"PIECE_OPS", "32",
+    {"PIECE_OPS", "64",
      "Segments after which a sender's open piece goes out while its ring has\n"
      "a slot for the next piece, instead of filling on until the slot is\n"
      "full, the relay is idle or 50 us pass: the relay then works while the\n"

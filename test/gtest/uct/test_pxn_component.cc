@@ -221,7 +221,7 @@ TEST_F(PxnComponent, ReadsDocumentedDefaults)
     EXPECT_EQ("4096", config_value("MAX_PLAN"));
     EXPECT_EQ("1", config_value("WARM_LANES"));
     EXPECT_EQ("4", config_value("INFLIGHT_DEPTH"));
-    EXPECT_EQ("32", config_value("PIECE_OPS"));
+    EXPECT_EQ("64", config_value("PIECE_OPS"));
     /* UCX prints times in microseconds. */
     EXPECT_EQ("1000000.00us", config_value("CREDIT_TIMEOUT"));
     EXPECT_EQ("3000000.00us", config_value("HEARTBEAT_TIMEOUT"));
