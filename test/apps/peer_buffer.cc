@@ -89,17 +89,22 @@ std::string PeerBuffer::alloc(uct_md_h md, const uct_md_attr_t &md_attr,
             return std::string("err ") + ucs_status_string(status);
         }
         std::vector<uint8_t> packed(md_attr.rkey_packed_size);
-        /* With the buffer's address where UCX takes one (UCP does): an md
-         * that registers lazily looks the buffer up only when packing
-         * (cuda_ipc of 1.18 on), and uct_md_mkey_pack gives it none. */
+        /* An md without rkeys (cma, tcp) has nothing to pack, and UCX
+         * refuses a null buffer. Otherwise with the buffer's address where
+         * UCX takes one (UCP does): an md that registers lazily looks the
+         * buffer up only when packing (cuda_ipc of 1.18 on), and
+         * uct_md_mkey_pack gives it none. */
+        if (!packed.empty()) {
 #ifdef PXN_UCX_MKEY_PACK_ADDRESS
-        const uct_md_mkey_pack_params_t params = {};
-        status = uct_md_mkey_pack_v2(md, memh_, data(), size, &params, packed.data());
+            const uct_md_mkey_pack_params_t params = {};
+            status = uct_md_mkey_pack_v2(md, memh_, data(), size, &params,
+                                         packed.data());
 #else
-        status = uct_md_mkey_pack(md, memh_, packed.data());
+            status = uct_md_mkey_pack(md, memh_, packed.data());
 #endif
-        if (status != UCS_OK) {
-            return std::string("err ") + ucs_status_string(status);
+            if (status != UCS_OK) {
+                return std::string("err ") + ucs_status_string(status);
+            }
         }
         rkey = hex(packed.data(), packed.size());
     }

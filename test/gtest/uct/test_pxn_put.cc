@@ -24,6 +24,27 @@ std::string addr(PeerProcess *p)
     return info[1] + " " + info[2];
 }
 
+/* The direct paths of the benchmarks and of contrib/demo.sh: a process of
+ * the inner transport alone registers its buffer and answers with its
+ * address (cma and tcp have no rkey: "-"). */
+TEST(PxnPeer, InnerTransportPeersAllocateRegisteredBuffers)
+{
+    for (const char *md : {"cma", "tcp"}) {
+        PeerProcess p;
+        std::string error;
+        ASSERT_TRUE(p.start(pxn_test::app("ucx_pxn_peer"), "", {}, md, md,
+                            (std::string(md) == "tcp") ? "lo" : "memory", &error))
+                << md << ": " << error;
+        const auto alloc = split(p.call("alloc 4096"));
+        ASSERT_EQ(3u, alloc.size()) << md;
+        EXPECT_EQ("alloc", alloc[0]) << md;
+        EXPECT_EQ("-", alloc[2]) << md;
+        EXPECT_EQ("ok", p.call("fill 5")) << md;
+        p.send("quit");
+        EXPECT_EQ(0, p.wait(10000)) << md;
+    }
+}
+
 TEST_F(PxnTransfer, SameRailAndSameNodePeersAreNotReachable)
 {
     PeerProcess *relay  = tcp_peer(0, 1);
