@@ -84,8 +84,9 @@ TEST_F(PxnSoak, ShortRunVerifiesEveryByteThroughRelayRestarts)
                                      "--progress-every", "10"};
 #ifdef __SANITIZE_ADDRESS__
     /* ASan's quarantine keeps freed memory resident (up to 256 MiB a
-     * process): RSS growth says nothing about leaks there. */
-    args.insert(args.end(), {"--rss-tolerance", "300,100"});
+     * process), and its shadow and per-size caches come on top: RSS growth
+     * says nothing about leaks there (a 240 s run grew 310-324 MiB). */
+    args.insert(args.end(), {"--rss-tolerance", "512,100"});
 #endif
     std::string out;
     const int status = soak(args, 360 + duration, &out);
