@@ -1,5 +1,6 @@
 #include <bench/bench_units.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -55,6 +56,15 @@ std::string human(uint64_t bytes)
         snprintf(buf, sizeof(buf), "%lu", bytes);
     }
     return buf;
+}
+
+double median(std::vector<double> values)
+{
+    if (values.empty()) {
+        return 0;
+    }
+    std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+    return values[values.size() / 2];
 }
 
 } // namespace pxn_tools

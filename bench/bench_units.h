@@ -1,6 +1,7 @@
 /*
  * Byte sizes on benchmark command lines and in their tables: "4096", "4K",
- * "8M", "1G" (binary units), lists separated by commas.
+ * "8M", "1G" (binary units), lists separated by commas; the median the
+ * benchmarks report.
  */
 #ifndef PXN_TOOLS_BENCH_UNITS_H_
 #define PXN_TOOLS_BENCH_UNITS_H_
@@ -19,6 +20,9 @@ bool parse_sizes(const std::string &text, std::vector<uint64_t> *sizes);
 
 /* The shortest exact form: 4096 -> "4K", 8388608 -> "8M", 1000 -> "1000". */
 std::string human(uint64_t bytes);
+
+/* The middle value (the upper one of an even count); 0 for none. */
+double median(std::vector<double> values);
 
 } // namespace pxn_tools
 

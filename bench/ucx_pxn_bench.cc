@@ -41,6 +41,7 @@
 #include <vector>
 
 using pxn_tools::human;
+using pxn_tools::median;
 using pxn_tools::parse_size;
 using pxn_tools::PeerProcess;
 using pxn_tools::split;
@@ -218,12 +219,6 @@ private:
     PeerProcess   *target_ = nullptr;
     std::string    addr_, rkey_;
 };
-
-double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
 
 Options parse(int argc, char **argv)
 {

@@ -45,6 +45,7 @@
 #include <vector>
 
 using pxn_tools::human;
+using pxn_tools::median;
 using pxn_tools::parse_size;
 using pxn_tools::PeerProcess;
 using pxn_tools::split;
@@ -76,12 +77,6 @@ double now_ms()
 {
     return std::chrono::duration<double, std::milli>(
             std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
 }
 
 class Rig {

@@ -5,14 +5,15 @@
  *
  *   ucx_pxn_ucp_bench [--gpu] [--device 0] [--region 256M] [--small-region 64M]
  *       [--modes random,4K,64K,1M,8M] [--copies auto,ce,sm] [--ops put,get]
- *       [--reps 2] [--seed 1] [--window 256] [--port 13500] [--prefix pxnub]
+ *       [--reps 2] [--rounds 1] [--seed 1] [--window 256] [--port 13500]
+ *       [--prefix pxnub]
  *       [--relay PATH] [--env NAME=value]... [--logs DIR]
  *
  * Processes, all on this host and in this network namespace, told apart as
  * two nodes of two rails by UCX_PXN_NODE_ID, UCX_PXN_GROUP and
  * UCX_PXN_RAIL_MAP (the way contrib/gpu/run.sh's perftest sets them up):
- *   initiator  node 0, rail 0      (a fresh process per policy)
- *   target     node 1, rail 1      (a fresh process per policy)
+ *   initiator  node 0, rail 0      (a fresh process per policy and round)
+ *   target     node 1, rail 1      (a fresh process per policy and round)
  *   relays     node 0 rail 1 (carries every put and get), node 1 rail 0
  *              (ucx_pxn_relay, started once)
  * Inner transport: cuda_ipc with --gpu (buffers in GPU memory, UCX_TLS
@@ -25,9 +26,13 @@
  * ("4K", "8M") covers it in blocks of that size, in order; sizes under
  * 64 KiB cover --small-region only. Each initiator first puts and gets the
  * region once in 1 MiB blocks (not timed), then runs every mode --reps
- * times. Figures are the best of the reps: GB/s and thousands of
- * operations per second per policy, auto against the better of ce and sm,
- * and GET against PUT.
+ * times; a round is one such pair per policy, one policy after the other,
+ * and --rounds interleaves the policies that many times (a GPU's or a
+ * machine's drift then falls on every policy alike). A round's figure is
+ * the best of its reps; printed are the medians over the rounds of GB/s and
+ * thousands of operations per second per policy, auto's median against the
+ * higher median of ce and sm (and the lowest and highest of the rounds'
+ * own auto / better-of-the-two), and the median of the rounds' GET / PUT.
  */
 #include <apps/locate.h>
 #include <apps/peer_process.h>
@@ -55,6 +60,7 @@ namespace {
 
 struct Options {
     UcpBenchPeerOptions      peer;
+    unsigned                 rounds = 1;
     std::vector<std::string> copies = {"auto", "ce", "sm"};
     std::string              prefix = "pxnub";
     std::string              relay;
@@ -98,16 +104,18 @@ struct Figure {
     bool     ok   = false;
 };
 
-/* mode -> op -> copy policy -> best figure */
-using Results = std::map<std::string, std::map<std::string, std::map<std::string, Figure>>>;
+/* mode -> op -> copy policy -> round -> best figure of its reps */
+using Results = std::map<std::string,
+        std::map<std::string, std::map<std::string, std::vector<Figure>>>>;
 
 /* Bytes the initiators moved (warm-ups included): the relay of node 0
  * rail 1 should have carried them all. */
 uint64_t g_moved = 0;
 
-/* One initiator and target pair under UCX_PXN_COPY=copy; false if either
- * failed (its log is printed). */
-bool run_policy(const Options &o, const std::string &copy, int port, Results *results)
+/* One initiator and target pair under UCX_PXN_COPY=copy, round `round`;
+ * false if either failed (its log is printed). */
+bool run_policy(const Options &o, const std::string &copy, unsigned round, int port,
+                Results *results)
 {
     const std::string self = "/proc/self/exe";
     char exe[4096];
@@ -143,7 +151,8 @@ bool run_policy(const Options &o, const std::string &copy, int port, Results *re
     in_env.insert(in_env.end(), {"UCX_PXN_COPY=" + copy, "UCX_PROTO_INFO=y"});
     BackgroundProcess target, initiator;
     std::string error;
-    const std::string log = o.logs + "/" + copy;
+    const std::string log = o.logs + "/" + copy +
+                            ((o.rounds > 1) ? "-r" + std::to_string(round) : "");
     if (!target.start("", env_of(o, 1, 1), target_argv, log + "-target.log", &error) ||
         !target.wait_for_output("listening", 30000) ||
         !initiator.start("", in_env, in_argv, log + "-initiator.log", &error)) {
@@ -164,7 +173,9 @@ bool run_policy(const Options &o, const std::string &copy, int port, Results *re
                     "bytes=%lu seconds=%lf verified=%15s", mode, op, &rep, &blocks,
                     &bytes, &seconds, verified) == 7) && (seconds > 0)) {
             g_moved += bytes;
-            Figure &f = (*results)[mode][op][copy];
+            std::vector<Figure> &rounds = (*results)[mode][op][copy];
+            rounds.resize(o.rounds);
+            Figure &f = rounds[round];
             const double gbps = bytes / seconds / 1e9;
             if (gbps > f.gbps) {
                 f.gbps = gbps;
@@ -186,27 +197,62 @@ bool run_policy(const Options &o, const std::string &copy, int port, Results *re
     return true;
 }
 
+/* f(round) over the rounds, skipping rounds where it is not defined (<= 0) */
+template <typename F> std::vector<double> per_round(const Options &o, F f)
+{
+    std::vector<double> values;
+    for (unsigned r = 0; r < o.rounds; ++r) {
+        const double v = f(r);
+        if (v > 0) {
+            values.push_back(v);
+        }
+    }
+    return values;
+}
+
 void print(const Options &o, Results &results)
 {
     printf("\n%-7s %-4s", "mode", "op");
     for (const std::string &c : o.copies) {
         printf(" %9s %8s", (c + " GB/s").c_str(), "kop/s");
     }
-    printf(" %10s %s\n", "auto/best", "verified");
+    printf(" %10s %11s %s\n", "auto/best", "(rounds)", "verified");
     for (const std::string &mode : o.peer.modes) {
         for (const std::string &op : o.peer.ops) {
             auto &row = results[mode][op];
             printf("%-7s %-4s", mode.c_str(), op.c_str());
             bool ok = true;
             for (const std::string &c : o.copies) {
-                printf(" %9.2f %8.1f", row[c].gbps, row[c].kops);
-                ok = ok && row[c].ok;
+                auto &f = row[c];
+                f.resize(o.rounds); /* a failed pair gave no figures */
+                printf(" %9.2f %8.1f",
+                       pxn_tools::median(per_round(o, [&](unsigned r) { return f[r].gbps; })),
+                       pxn_tools::median(per_round(o, [&](unsigned r) { return f[r].kops; })));
+                ok = std::all_of(f.begin(), f.end(), [&](const Figure &x) { return x.ok; }) &&
+                     ok;
             }
-            const double best = std::max(row["ce"].gbps, row["sm"].gbps);
-            if ((row.count("auto") > 0) && (best > 0)) {
-                printf(" %10.2f", row["auto"].gbps / best);
+            /* The better policy is the one of the higher median (the
+             * better of two noisy figures per round would favour it). */
+            std::vector<double> ratios;
+            double best = 0;
+            if (row.count("auto") && row.count("ce") && row.count("sm")) {
+                ratios = per_round(o, [&](unsigned r) {
+                    const double b = std::max(row["ce"][r].gbps, row["sm"][r].gbps);
+                    return (b > 0) ? row["auto"][r].gbps / b : 0.0;
+                });
+                for (const char *c : {"ce", "sm"}) {
+                    best = std::max(best, pxn_tools::median(per_round(
+                            o, [&](unsigned r) { return row[c][r].gbps; })));
+                }
+            }
+            if (ratios.empty() || (best <= 0)) {
+                printf(" %10s %11s", "-", "");
             } else {
-                printf(" %10s", "-");
+                const auto range = std::minmax_element(ratios.begin(), ratios.end());
+                printf(" %10.2f %5.2f-%-5.2f",
+                       pxn_tools::median(per_round(
+                               o, [&](unsigned r) { return row["auto"][r].gbps; })) / best,
+                       *range.first, *range.second);
             }
             printf(" %s\n", ok ? "ok" : "NO");
         }
@@ -221,8 +267,12 @@ void print(const Options &o, Results &results)
         for (const std::string &mode : o.peer.modes) {
             printf("%-7s", mode.c_str());
             for (const std::string &c : o.copies) {
-                const double put = results[mode]["put"][c].gbps;
-                printf(" %8.2f", (put > 0) ? results[mode]["get"][c].gbps / put : 0.0);
+                auto &put = results[mode]["put"][c], &get = results[mode]["get"][c];
+                put.resize(o.rounds);
+                get.resize(o.rounds);
+                printf(" %8.2f", pxn_tools::median(per_round(o, [&](unsigned r) {
+                    return (put[r].gbps > 0) ? get[r].gbps / put[r].gbps : 0.0;
+                })));
             }
             printf("\n");
         }
@@ -249,9 +299,10 @@ int launch(Options &o)
         die("cannot make " + o.logs + ": " + strerror(errno));
     }
     printf("ucx_pxn_ucp_bench: %s of %s memory per transfer (sizes under 64K: %s), "
-           "inner %s, best of %u, logs in %s\n", pxn_tools::human(o.peer.region).c_str(),
-           o.peer.gpu ? "GPU" : "host", pxn_tools::human(o.peer.small_region).c_str(),
-           o.peer.gpu ? "cuda_ipc" : "cma", o.peer.reps, o.logs.c_str());
+           "inner %s, median of %u round(s) of the best of %u, logs in %s\n",
+           pxn_tools::human(o.peer.region).c_str(), o.peer.gpu ? "GPU" : "host",
+           pxn_tools::human(o.peer.small_region).c_str(), o.peer.gpu ? "cuda_ipc" : "cma",
+           o.rounds, o.peer.reps, o.logs.c_str());
     BackgroundProcess relays[2];
     const int slots[2][2] = {{0, 1}, {1, 0}};
     for (int i = 0; i < 2; ++i) {
@@ -264,8 +315,11 @@ int launch(Options &o)
     }
     Results results;
     bool ok = true;
-    for (size_t i = 0; i < o.copies.size(); ++i) {
-        ok = run_policy(o, o.copies[i], o.peer.port + int(i), &results) && ok;
+    for (unsigned r = 0; r < o.rounds; ++r) {
+        for (size_t i = 0; i < o.copies.size(); ++i) {
+            ok = run_policy(o, o.copies[i], r, o.peer.port + int(r * o.copies.size() + i),
+                            &results) && ok;
+        }
     }
     print(o, results);
     printf("initiators moved %lu bytes (warm-ups included)\n", g_moved);
@@ -315,6 +369,8 @@ int main(int argc, char **argv)
             o.peer.ops = list(v);
         } else if (a == "--reps") {
             o.peer.reps = std::max(1, atoi(v.c_str()));
+        } else if (a == "--rounds") {
+            o.rounds = unsigned(std::max(1, atoi(v.c_str())));
         } else if (a == "--seed") {
             o.peer.seed = strtoull(v.c_str(), nullptr, 0);
         } else if (a == "--window") {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 using pxn_tools::human;
+using pxn_tools::median;
 using pxn_tools::parse_size;
 using pxn_tools::parse_sizes;
 
@@ -45,4 +46,12 @@ TEST(BenchUnits, PrintsTheShortestExactForm)
     EXPECT_EQ("1536K", human(3ull << 19));
     EXPECT_EQ("8M", human(8ull << 20));
     EXPECT_EQ("2G", human(2ull << 30));
+}
+
+TEST(BenchUnits, MedianIsTheMiddleValueOrTheUpperOfTwoAndZeroForNone)
+{
+    EXPECT_EQ(2.0, median({3.0, 1.0, 2.0}));
+    EXPECT_EQ(3.0, median({4.0, 1.0, 3.0, 2.0}));
+    EXPECT_EQ(5.0, median({5.0}));
+    EXPECT_EQ(0.0, median({}));
 }
