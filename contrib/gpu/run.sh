@@ -6,9 +6,10 @@
 #   cross: the staging hop between two GPUs and several senders into one
 #   relay; senders: only the latter; staging: the GPU tests, then the
 #   staging hop's piece shapes and GET copy-out, then UCP puts and gets of
-#   GPU memory per copy policy, in about two minutes; arena: staging memory
-#   per lane, geometries, first transfers; ucp: only the UCP puts and gets
-#   of staging; host: host-memory benchmarks across emulated rails,
+#   GPU memory per copy policy (five interleaved rounds), in about five
+#   minutes; arena: staging memory per lane, geometries, first transfers;
+#   ucp: only the UCP puts and gets of staging; host: host-memory
+#   benchmarks across emulated rails,
 #   contrib/gpu/host.sh, as root)
 #   bash contrib/gpu/run.sh versions: with each UCX in $PXN_GPU_VERSIONS_DIR
 #   (default gpu-carry-versions/, made by `contrib/gpu/pack.sh versions`;
@@ -270,7 +271,7 @@ fi
 
 ucp_bench() {
     section "UCP puts and gets of 256 MiB of GPU memory through pxn, per copy policy"
-    timeout 240 "$c/build/bench/ucx_pxn_ucp_bench" --gpu --reps 2 --deadline 100 \
+    timeout 300 "$c/build/bench/ucx_pxn_ucp_bench" --gpu --rounds 5 --reps 2 --deadline 100 \
         --logs "$out/staging-ucp-bench-logs" 2>&1 | tee "$out/staging-ucp-bench.txt"
 }
 if [ "$what" = staging ]; then
