@@ -21,6 +21,11 @@
  * fresh sender against a warm relay and a target buffer new to it, as run 1
  * is (the first access of a process to another's GPU buffer maps it).
  *
+ * --gap MS: every repeated transfer waits MS milliseconds first, with the
+ * sender and the GPU idle, as the first one waits for its process to start:
+ * a repeated transfer that then loses what the first one loses is paying
+ * for the pause (clocks, sleeping threads), not for being the first.
+ *
  * --direct: the same without pxn, sender and target on one rail of the
  * inner transport (cuda_ipc or cma): the baseline of what a first access
  * costs any process, with no relay and no counters.
@@ -63,6 +68,7 @@ struct Options {
     bool                     get    = true;
     bool                     direct = false;
     unsigned                 new_target_at = 0; /* run, 0: never */
+    unsigned                 gap_ms = 0;        /* pause before each repeat */
     std::vector<std::string> env;
     std::string              peer;
 };
@@ -160,6 +166,9 @@ Result run_once(const Options &o, const Rig &rig, PeerProcess *relay,
                             bytes + " " + std::to_string(o.chunk) + " 0";
     std::vector<double> repeated;
     for (unsigned i = 0; i <= o.repeat; ++i) {
+        if ((i > 0) && (o.gap_ms > 0)) {
+            usleep(o.gap_ms * 1000);
+        }
         const std::string answer = s->call(cmd, 120000);
         std::string status;
         const auto words = split(answer);
@@ -230,14 +239,16 @@ int main(int argc, char **argv)
             o.get = ops.find("get") != std::string::npos;
         } else if (a == "--new-target-at") {
             o.new_target_at = unsigned(std::max(0, atoi(value().c_str())));
+        } else if (a == "--gap") {
+            o.gap_ms = unsigned(std::max(0, atoi(value().c_str())));
         } else if (a == "--env") {
             o.env.push_back(value());
         } else {
             fprintf(stderr,
                     "usage: ucx_pxn_first_bench [--runs N] [--repeat N] "
                     "[--total 256M] [--chunk 8M] [--gpu] [--direct] [--ops put,get]\n"
-                    "                           [--new-target-at K] [--prefix P] "
-                    "[--env UCX_PXN_X=v]...\n");
+                    "                           [--new-target-at K] [--gap MS] "
+                    "[--prefix P] [--env UCX_PXN_X=v]...\n");
             return 2;
         }
     }
@@ -267,8 +278,10 @@ int main(int argc, char **argv)
     bool ok = true;
 
     printf("ucx_pxn_first_bench: a fresh sender's first %s transfer vs the same "
-           "repeated (median of %u), %s operations, %s%s\n",
-           human(o.total).c_str(), o.repeat, human(o.chunk).c_str(),
+           "repeated (median of %u%s), %s operations, %s%s\n",
+           human(o.total).c_str(), o.repeat,
+           o.gap_ms ? (", each after " + std::to_string(o.gap_ms) + " ms idle").c_str() : "",
+           human(o.chunk).c_str(),
            o.gpu ? "GPU memory, inner cuda_ipc, one GPU" :
                    "host memory, inner cma",
            o.direct ? " (--direct: no pxn, the inner transport alone)" : "");
