@@ -24,7 +24,7 @@
  * --gap MS: every repeated transfer waits MS milliseconds first, with the
  * sender and the GPU idle, as the first one waits for its process to start:
  * a repeated transfer that then loses what the first one loses is paying
- * for the pause (clocks, sleeping threads), not for being the first.
+ * for the pause (whatever idles meanwhile), not for being the first.
  *
  * --direct: the same without pxn, sender and target on one rail of the
  * inner transport (cuda_ipc or cma): the baseline of what a first access
@@ -46,6 +46,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -167,7 +168,7 @@ Result run_once(const Options &o, const Rig &rig, PeerProcess *relay,
     std::vector<double> repeated;
     for (unsigned i = 0; i <= o.repeat; ++i) {
         if ((i > 0) && (o.gap_ms > 0)) {
-            usleep(o.gap_ms * 1000);
+            std::this_thread::sleep_for(std::chrono::milliseconds(o.gap_ms));
         }
         const std::string answer = s->call(cmd, 120000);
         std::string status;
