@@ -47,7 +47,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 using pxn_tools::human;
