@@ -32,6 +32,37 @@ protected:
         return index;
     }
 
+    /* `count` puts of 8 bytes (value i + 1, 16 bytes apart) posted on a
+     * ready lane while the relay does not run, each accepted in the call;
+     * then every byte checked and *pieces the pieces the relay forwarded. */
+    void small_puts(uint64_t count, uint64_t *pieces)
+    {
+        start_relay();
+        make_target(65536);
+        auto lane = open_lane();
+        ASSERT_TRUE(make_ready(*lane));
+        const pxn::RouteAnswer route = route_to(*lane, 2);
+        ASSERT_EQ(UCS_OK, route.status);
+        const uint32_t rkey = lane_rkey(*lane);
+        TestOwner owner;
+        for (uint64_t i = 0; i < count; ++i) {
+            size_t packed = 0;
+            ASSERT_EQ(UCS_OK, lane->put_now(&owner, route.route, rkey,
+                                            reinterpret_cast<uint64_t>(target_.data()) +
+                                            i * 16, 8, [&](uint8_t *dest) {
+                                                memset(dest, int(i + 1), 8);
+                                                return size_t(8);
+                                            }, &packed)) << i;
+            ASSERT_EQ(8u, packed);
+        }
+        ASSERT_TRUE(drive([&] { return owner.done.size() == count; }));
+        for (uint64_t i = 0; i < count; ++i) {
+            EXPECT_EQ(uint8_t(i + 1), target_[i * 16]) << i;
+            EXPECT_EQ(0u, target_[i * 16 + 8]) << i;
+        }
+        *pieces = relay_counters().pieces;
+    }
+
     static std::vector<uint8_t> pattern(size_t size, uint64_t seed)
     {
         std::vector<uint8_t> v(size);
@@ -150,64 +181,21 @@ TEST_F(RelayLane, OperationsWaitOutsideTheCallWhileTheLaneOpens)
 TEST_F(RelayLane, SmallPutsShareASlotUntilItIsFull)
 {
     settings_.piece_ops = 0; /* no piece out before it is full */
-    start_relay();
-    make_target(65536);
-    auto lane = open_lane();
-    ASSERT_TRUE(make_ready(*lane));
-    const pxn::RouteAnswer route = route_to(*lane, 2);
-    ASSERT_EQ(UCS_OK, route.status);
-    const uint32_t rkey = lane_rkey(*lane);
-    TestOwner owner;
-    /* 64 puts of 8 bytes while the relay does not run: max_plan (64) plans
-     * fit one piece, which goes out when full. */
-    for (uint64_t i = 0; i < 64; ++i) {
-        size_t packed = 0;
-        ASSERT_EQ(UCS_OK, lane->put_now(&owner, route.route, rkey,
-                                        reinterpret_cast<uint64_t>(target_.data()) +
-                                        i * 16, 8, [&](uint8_t *dest) {
-                                            memset(dest, int(i + 1), 8);
-                                            return size_t(8);
-                                        }, &packed));
-        ASSERT_EQ(8u, packed);
-    }
-    ASSERT_TRUE(drive([&] { return owner.done.size() == 64; }));
-    EXPECT_EQ(1u, relay_counters().pieces);
-    for (uint64_t i = 0; i < 64; ++i) {
-        EXPECT_EQ(uint8_t(i + 1), target_[i * 16]) << i;
-        EXPECT_EQ(0u, target_[i * 16 + 8]) << i;
-    }
+    uint64_t pieces = 0;
+    /* max_plan (64) plans fit one piece, which goes out when full */
+    ASSERT_NO_FATAL_FAILURE(small_puts(64, &pieces));
+    EXPECT_EQ(1u, pieces);
 }
 
 TEST_F(RelayLane, SmallPutsGoOutInPiecesOfPieceOpsWhileTheRingHasRoom)
 {
     settings_.piece_ops = 16;
-    start_relay();
-    make_target(65536);
-    auto lane = open_lane();
-    ASSERT_TRUE(make_ready(*lane));
-    const pxn::RouteAnswer route = route_to(*lane, 2);
-    ASSERT_EQ(UCS_OK, route.status);
-    const uint32_t rkey = lane_rkey(*lane);
-    TestOwner owner;
-    /* 64 puts of 8 bytes while the relay does not run: a piece goes out at
-     * 16 segments while a slot is free for the next (3 pieces); the fourth,
-     * in the ring's last slot, fills (its 16) until progress sends it. */
-    for (uint64_t i = 0; i < 64; ++i) {
-        size_t packed = 0;
-        ASSERT_EQ(UCS_OK, lane->put_now(&owner, route.route, rkey,
-                                        reinterpret_cast<uint64_t>(target_.data()) +
-                                        i * 16, 8, [&](uint8_t *dest) {
-                                            memset(dest, int(i + 1), 8);
-                                            return size_t(8);
-                                        }, &packed));
-        ASSERT_EQ(8u, packed);
-    }
-    ASSERT_TRUE(drive([&] { return owner.done.size() == 64; }));
-    EXPECT_EQ(4u, relay_counters().pieces);
-    for (uint64_t i = 0; i < 64; ++i) {
-        EXPECT_EQ(uint8_t(i + 1), target_[i * 16]) << i;
-        EXPECT_EQ(0u, target_[i * 16 + 8]) << i;
-    }
+    uint64_t pieces = 0;
+    /* A piece goes out at 16 segments while a slot is free for the next (3
+     * pieces); the fourth, in the ring's last slot, keeps filling (32), so
+     * that no put finds the ring full, until progress sends it. */
+    ASSERT_NO_FATAL_FAILURE(small_puts(80, &pieces));
+    EXPECT_EQ(4u, pieces);
 }
 
 TEST_F(RelayLane, InnerErrorFailsTheRouteButNotTheLane)
