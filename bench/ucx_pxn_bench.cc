@@ -104,8 +104,10 @@ public:
             env.insert(env.end(), {"UCX_PXN_NODE_ID=node" + n,
                                    "UCX_PXN_GROUP=" + opt_.prefix + "-bench-node" + n});
             if (opt_.gpu) {
+                /* one GPU: every process's, the relay's arena included */
                 env.insert(env.end(), {"UCX_PXN_NET_TLS=cuda_ipc",
-                                       "UCX_PXN_RAIL_MAP=cuda:rail" + r});
+                                       "UCX_PXN_RAIL_MAP=cuda:rail" + r,
+                                       "UCX_PXN_CUDA_DEVICE=0"});
                 md = "pxn_cuda_ipc", tl = "pxn", dev = "cuda";
             } else if (opt_.inner == "cma") {
                 env.insert(env.end(), {"UCX_PXN_NET_TLS=cma",
@@ -325,14 +327,15 @@ int main(int argc, char **argv)
            inner.c_str(), o.reps, waits[o.wait_mode]);
     printf("%8s %10s", "size", "bytes");
     for (const auto &op : o.ops) {
-        printf(" | %6s %10s %7s | %6s %10s %7s | %5s", op.c_str(), "direct", "MB/s",
-               op.c_str(), "pxn", "MB/s", "ratio");
+        /* the path over its two columns, the units under them */
+        printf(" | %-25s | %-25s | %5s", (op + " direct").c_str(),
+               (op + " through pxn").c_str(), "ratio");
     }
     printf("%s\n", (o.ops.size() == 2) ? " | pxn get/put" : "");
     printf("%8s %10s", "", "");
     for (size_t k = 0; k < o.ops.size(); ++k) {
-        printf(" | %6s %10s %7s | %6s %10s %7s | %5s", "", "Kmsg/s", "", "",
-               "Kmsg/s", "", "");
+        printf(" | %6s %10s %7s | %6s %10s %7s | %5s", "", "Kmsg/s", "MB/s",
+               "", "Kmsg/s", "MB/s", "");
     }
     printf("\n");
     double relay_cpu = 0, direct_cpu = 0, pxn_cpu = 0;

@@ -9,8 +9,10 @@
  * GPU memory with inner cuda_ipc, one GPU. Every process is a
  * ucx_pxn_peer. For each run a new sender process starts, connects (its
  * lane is claimed and acknowledged and its route set up: "connect" waits
- * for that), moves `total` bytes in operations of `chunk` bytes once
- * ("first"), then `repeat` times more ("repeated", median). Puts and gets
+ * for that), unpacks the target's rkey ("rkey": cuda_ipc maps the first
+ * buffer of a peer's GPU there, as UCP's ucp_ep_rkey_unpack would), moves
+ * `total` bytes in operations of `chunk` bytes once ("first"), then
+ * `repeat` times more ("repeated", median). Puts and gets
  * each get a fresh sender of their own. The target's bytes are verified
  * after the puts, the sender's after the gets. One first transfer is one
  * sample against a median: the slowest repeated transfer beside it ("noise":
@@ -133,7 +135,8 @@ struct Counters {
 };
 
 struct Result {
-    double connect_ms = 0, first_ms = 0, repeat_ms = 0, slowest_ms = 0;
+    double connect_ms = 0, rkey_ms = 0, first_ms = 0, repeat_ms = 0;
+    double slowest_ms = 0;
     double commit_ms = 0, open_ms = 0, map_ms = 0;
     uint64_t warm = 0, commits = 0;
     bool   ok = false;
@@ -162,6 +165,14 @@ Result run_once(const Options &o, const Rig &rig, PeerProcess *relay,
     if (connected != "ok") {
         die("connect failed: " + connected);
     }
+    /* The target's rkey, unpacked before the first transfer as an
+     * application does (UCP at ucp_ep_rkey_unpack): cuda_ipc maps the
+     * first buffer of a peer's GPU there, outside the transfer. */
+    const auto unpacked = split(s->call("rkey " + buffer[2], 60000));
+    if ((unpacked.size() != 2) || (unpacked[0] != "rkey")) {
+        die("rkey unpack failed");
+    }
+    r.rkey_ms = std::stod(unpacked[1]) * 1e-6;
     const std::string cmd = op + " zcopy " + buffer[1] + " " + buffer[2] + " " +
                             bytes + " " + std::to_string(o.chunk) + " 0";
     std::vector<double> repeated;
@@ -285,12 +296,13 @@ int main(int argc, char **argv)
            o.gpu ? "GPU memory, inner cuda_ipc, one GPU" :
                    "host memory, inner cma",
            o.direct ? " (--direct: no pxn, the inner transport alone)" : "");
-    printf("%4s %4s | %9s %9s %9s | %9s %9s | %6s %6s %6s | %9s %9s %9s %5s\n",
-           "run", "op", "connect", "first", "repeated", "first", "repeated",
-           "ratio", "+conn", "noise", "commit", "open", "map", "warm");
-    printf("%4s %4s | %9s %9s %9s | %9s %9s | %6s %6s %6s | %9s %9s %9s %5s\n",
-           "", "", "ms", "ms", "ms", "GB/s", "GB/s", "", "", "", "ms", "ms", "ms",
-           "");
+    printf("%4s %4s | %9s %7s %9s %9s | %9s %9s | %6s %6s %6s | %9s %9s %9s %5s\n",
+           "run", "op", "connect", "rkey", "first", "repeated", "first",
+           "repeated", "ratio", "+conn", "noise", "commit", "open", "map",
+           "warm");
+    printf("%4s %4s | %9s %7s %9s %9s | %9s %9s | %6s %6s %6s | %9s %9s %9s %5s\n",
+           "", "", "ms", "ms", "ms", "ms", "GB/s", "GB/s", "", "", "", "ms", "ms",
+           "ms", "");
     double worst[2] = {1e9, 1e9};
     for (unsigned run = 1; run <= o.runs; ++run) {
         if (run == o.new_target_at) {
@@ -308,11 +320,11 @@ int main(int argc, char **argv)
             const double ratio = r.repeat_ms / r.first_ms;
             worst[k] = std::min(worst[k], ratio);
             ok       = ok && r.ok;
-            printf("%4u %4s | %9.2f %9.2f %9.2f | %9.2f %9.2f | %6.2f %6.2f %6.2f | "
-                   "%9.2f %9.2f %9.2f %5lu%s\n", run, op.c_str(), r.connect_ms,
-                   r.first_ms, r.repeat_ms, o.total / r.first_ms / 1e6,
-                   o.total / r.repeat_ms / 1e6, ratio,
-                   r.repeat_ms / (r.first_ms + r.connect_ms),
+            printf("%4u %4s | %9.2f %7.2f %9.2f %9.2f | %9.2f %9.2f | %6.2f %6.2f "
+                   "%6.2f | %9.2f %9.2f %9.2f %5lu%s\n", run, op.c_str(),
+                   r.connect_ms, r.rkey_ms, r.first_ms, r.repeat_ms,
+                   o.total / r.first_ms / 1e6, o.total / r.repeat_ms / 1e6, ratio,
+                   r.repeat_ms / (r.first_ms + r.connect_ms + r.rkey_ms),
                    r.repeat_ms / r.slowest_ms, r.commit_ms, r.open_ms, r.map_ms,
                    r.warm, r.ok ? "" : "  BAD DATA");
             fflush(stdout);

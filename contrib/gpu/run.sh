@@ -217,7 +217,7 @@ arena() {
         set -- $g
         echo "-- SLOTS=$1 SLOT_SIZE=$2"
         timeout 45 "$b/ucx_pxn_bench" --gpu --reps 3 --total 1G --sizes 1M,8M,64M \
-            --prefix arena --env UCX_PXN_CUDA_DEVICE=0 --env UCX_PXN_SLOTS="$1" \
+            --prefix arena --env UCX_PXN_SLOTS="$1" \
             --env UCX_PXN_SLOT_SIZE="$2" 2>&1 |
             tee -a "$out/arena-bench-$1x$2.txt" | grep -E '^ +[0-9]+[KM] |relay:|verified'
     done

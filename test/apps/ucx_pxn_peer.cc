@@ -36,6 +36,11 @@
  *         sizes drawn uniformly from [min, max], the same sequence every
  *         time), then flushes:
  *                                 -> done <status> <ns> <ops>
+ *         (the rkey is unpacked once and kept, by its text)
+ *   rkey <rkey>                   -> rkey <ns> | err <status>
+ *         unpacks the rkey now unless kept already (put and get use the
+ *         kept one) and says how long that took (cuda_ipc maps the first
+ *         buffer of a peer's GPU in its unpack)
  *   caps                          -> caps <put short> <put bcopy> <put zcopy>
  *                                         <get bcopy> <get zcopy>
  *         largest operation of each kind, 0: not supported
@@ -243,7 +248,8 @@ void op_done(uct_completion_t *comp)
     ++*reinterpret_cast<Op*>(comp)->done;
 }
 
-uct_rkey_t unpack_rkey(Peer &p, const std::string &text)
+uct_rkey_t unpack_rkey(Peer &p, const std::string &text,
+                       ucs_status_t *status = nullptr)
 {
     auto it = p.rkeys.find(text);
     if (it != p.rkeys.end()) {
@@ -251,9 +257,15 @@ uct_rkey_t unpack_rkey(Peer &p, const std::string &text)
     }
     std::vector<uint8_t> packed = unhex(text);
     uct_rkey_bundle_t bundle    = {};
-    if (!packed.empty() &&
-        (uct_rkey_unpack(p.component, packed.data(), &bundle) != UCS_OK)) {
-        return UCT_INVALID_RKEY;
+    if (!packed.empty()) {
+        const ucs_status_t s = uct_rkey_unpack(p.component, packed.data(),
+                                               &bundle);
+        if (status != nullptr) {
+            *status = s;
+        }
+        if (s != UCS_OK) {
+            return UCT_INVALID_RKEY;
+        }
     }
     p.rkeys.emplace(text, bundle);
     return bundle.rkey;
@@ -522,6 +534,16 @@ int main(int argc, char **argv)
                 status = wait_connected(p);
             }
             reply = (status == UCS_OK) ? "ok" :
+                    std::string("err ") + ucs_status_string(status);
+        } else if (cmd == "rkey") {
+            std::string rkey;
+            in >> rkey;
+            ucs_status_t status = UCS_OK;
+            const auto start    = std::chrono::steady_clock::now();
+            unpack_rkey(p, rkey, &status);
+            const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now() - start).count();
+            reply = (status == UCS_OK) ? "rkey " + std::to_string(ns) :
                     std::string("err ") + ucs_status_string(status);
         } else if ((cmd == "put") || (cmd == "get")) {
             std::string kind, rkey;
