@@ -11,7 +11,8 @@
  *        --prefix names it): put only;
  *   cma  on this host without namespaces (rails told apart by
  *        UCX_PXN_RAIL_MAP, nodes by UCX_PXN_GROUP): put and get;
- *   --gpu: GPU buffers, cuda_ipc, one GPU, no namespaces.
+ *   --gpu: GPU buffers, cuda_ipc, one GPU (GPU 0 for every process), no
+ *        namespaces.
  * --ops put,get measures both kinds on both paths (get needs cma or GPU);
  * the last column is then pxn's get/put ratio.
  *

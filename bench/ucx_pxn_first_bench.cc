@@ -168,9 +168,10 @@ Result run_once(const Options &o, const Rig &rig, PeerProcess *relay,
     /* The target's rkey, unpacked before the first transfer as an
      * application does (UCP at ucp_ep_rkey_unpack): cuda_ipc maps the
      * first buffer of a peer's GPU there, outside the transfer. */
-    const auto unpacked = split(s->call("rkey " + buffer[2], 60000));
+    const std::string reply  = s->call("rkey " + buffer[2], 60000);
+    const auto unpacked      = split(reply);
     if ((unpacked.size() != 2) || (unpacked[0] != "rkey")) {
-        die("rkey unpack failed");
+        die("rkey unpack failed: " + (reply.empty() ? "timeout" : reply));
     }
     r.rkey_ms = std::stod(unpacked[1]) * 1e-6;
     const std::string cmd = op + " zcopy " + buffer[1] + " " + buffer[2] + " " +

@@ -23,6 +23,19 @@ protected:
         rkey_ = net_->register_remote(target_.data(), target_.size());
     }
 
+    /* The relay running, a target of `size` bytes, a ready lane and a route
+     * through it to inner peer `peer` (call with ASSERT_NO_FATAL_FAILURE). */
+    void open_route(size_t size, uint64_t peer, std::unique_ptr<SendLane> *lane,
+                    pxn::RouteAnswer *route)
+    {
+        start_relay();
+        make_target(size);
+        *lane = open_lane();
+        ASSERT_TRUE(make_ready(**lane));
+        *route = route_to(**lane, peer);
+        ASSERT_EQ(UCS_OK, route->status);
+    }
+
     uint32_t lane_rkey(SendLane &lane)
     {
         uint32_t index = 0;
@@ -37,12 +50,9 @@ protected:
      * then every byte checked and *pieces the pieces the relay forwarded. */
     void small_puts(uint64_t count, uint64_t *pieces)
     {
-        start_relay();
-        make_target(65536);
-        auto lane = open_lane();
-        ASSERT_TRUE(make_ready(*lane));
-        const pxn::RouteAnswer route = route_to(*lane, 2);
-        ASSERT_EQ(UCS_OK, route.status);
+        std::unique_ptr<SendLane> lane;
+        pxn::RouteAnswer route;
+        ASSERT_NO_FATAL_FAILURE(open_route(65536, 2, &lane, &route));
         const uint32_t rkey = lane_rkey(*lane);
         TestOwner owner;
         for (uint64_t i = 0; i < count; ++i) {
@@ -79,12 +89,9 @@ protected:
 
 TEST_F(RelayLane, PutOfSeveralSlotsLandsInTargetMemory)
 {
-    start_relay();
-    make_target(1 << 20);
-    auto lane = open_lane();
-    ASSERT_TRUE(make_ready(*lane));
-    const pxn::RouteAnswer route = route_to(*lane, 7);
-    ASSERT_EQ(UCS_OK, route.status);
+    std::unique_ptr<SendLane> lane;
+    pxn::RouteAnswer route;
+    ASSERT_NO_FATAL_FAILURE(open_route(1 << 20, 7, &lane, &route));
 
     /* 5 slots' worth in three segments, at an odd target offset */
     const auto src = pattern(5 * 65536 + 123, 1);
@@ -113,14 +120,11 @@ TEST_F(RelayLane, PutOfSeveralSlotsLandsInTargetMemory)
 
 TEST_F(RelayLane, GetFillsTheLocalBufferFromTargetMemory)
 {
-    start_relay();
-    make_target(1 << 20);
+    std::unique_ptr<SendLane> lane;
+    pxn::RouteAnswer route;
+    ASSERT_NO_FATAL_FAILURE(open_route(1 << 20, 8, &lane, &route));
     const auto remote_bytes = pattern(target_.size(), 2);
     memcpy(target_.data(), remote_bytes.data(), target_.size());
-    auto lane = open_lane();
-    ASSERT_TRUE(make_ready(*lane));
-    const pxn::RouteAnswer route = route_to(*lane, 8);
-    ASSERT_EQ(UCS_OK, route.status);
 
     std::vector<uint8_t> local(300000, 0);
     const uct_iov_t iov = {local.data(), local.size(), nullptr, 0, 1};
@@ -200,12 +204,9 @@ TEST_F(RelayLane, SmallPutsGoOutInPiecesOfPieceOpsWhileTheRingHasRoom)
 
 TEST_F(RelayLane, InnerErrorFailsTheRouteButNotTheLane)
 {
-    start_relay();
-    make_target(65536);
-    auto lane = open_lane();
-    ASSERT_TRUE(make_ready(*lane));
-    const pxn::RouteAnswer route = route_to(*lane, 3);
-    ASSERT_EQ(UCS_OK, route.status);
+    std::unique_ptr<SendLane> lane;
+    pxn::RouteAnswer route;
+    ASSERT_NO_FATAL_FAILURE(open_route(65536, 3, &lane, &route));
     const uint32_t rkey = lane_rkey(*lane);
     const auto src = pattern(1000, 4);
     const uct_iov_t iov = {const_cast<uint8_t*>(src.data()), src.size(), nullptr,

@@ -99,6 +99,21 @@ TEST_F(PxnTransfer, CrossRail10KiBGoesThroughTheRelay)
     EXPECT_EQ(size, counters(0, sender).sender.bytes);
 }
 
+/* ucx_pxn_first_bench unpacks the target's rkey before its first transfer
+ * ("rkey", timed); the transfers after it use the rkey kept then. */
+TEST_F(PxnTransfer, PeerUnpacksARkeyAheadAndItsPutsUseIt)
+{
+    const size_t size = 4096;
+    auto [relay, target, sender, t] = cross_rail(size, 3);
+    ASSERT_TRUE(relay && target && sender);
+    const auto unpacked = split(sender->call("rkey " + t.rkey));
+    ASSERT_EQ(2u, unpacked.size());
+    EXPECT_EQ("rkey", unpacked[0]);
+    EXPECT_GT(std::stoull(unpacked[1]), 0u); /* it did unpack, in some ns */
+    EXPECT_EQ("Success", put(sender, t, size, size));
+    EXPECT_EQ("ok", target->call("check 3 0 " + std::to_string(size)));
+}
+
 TEST_F(PxnTransfer, EpToEpModelConnectsThroughRelayEps)
 {
     const std::vector<std::string> ep_model = {"UCX_PXN_NET_CONNECT=ep"};
