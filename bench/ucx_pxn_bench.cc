@@ -11,8 +11,8 @@
  *        --prefix names it): put only;
  *   cma  on this host without namespaces (rails told apart by
  *        UCX_PXN_RAIL_MAP, nodes by UCX_PXN_GROUP): put and get;
- *   --gpu: GPU buffers, cuda_ipc, one GPU (GPU 0 for every process), no
- *        namespaces.
+ *   --gpu: GPU buffers, cuda_ipc, one GPU (GPU 0 for every process,
+ *        UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y for gets), no namespaces.
  * --ops put,get measures both kinds on both paths (get needs cma or GPU);
  * the last column is then pxn's get/put ratio.
  *
@@ -98,6 +98,8 @@ public:
         std::string ns = opt_.prefix + "-n" + n + "r" + r;
         if (opt_.gpu) {
             md = "cuda_ipc", tl = "cuda_ipc", dev = "cuda", ns = "";
+            /* one GPU, no NVLink: cuda_ipc offers get_zcopy only when told */
+            env.push_back("UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y");
         } else if (opt_.inner == "cma") {
             md = "cma", tl = "cma", dev = "memory", ns = "";
         }
