@@ -7,7 +7,8 @@ namespace uct {
 
 /* One H200 (docs/gpu.md): a copy-engine copy costs ~4 us of issue up to
  * ~1 MiB and contiguous 8 MiB pieces stage at 1.1-1.5 TB/s; one launch
- * with its table copy costs the sender ~7 us; 32 CTAs of the kernel
+ * cost the sender ~7 us with the segment-table copy that went before it
+ * then (launches carry their segments now); 32 CTAs of the kernel
  * gathered 0.76 TB/s of one 8 MiB segment and of eight 1 MiB ones. UCP
  * puts of 4 KiB, a piece each, ran at 8.7 us per operation by kernel and
  * 14.2 us by copy engine: ~5 us more per copy-engine piece. */
@@ -52,7 +53,9 @@ double sm_cost_ns(const PieceShape &shape, const CopyPlan &grid,
                                   costs.sm_cta_gbps * std::max(1u, grid.blocks));
     const double bytes = double(shape.device_bytes - shape.shifted_bytes) +
                          shape.shifted_bytes / costs.shifted_factor;
-    return std::max(costs.sm_launch_ns,
+    const unsigned launches = (shape.device_segs + kPxnGatherMaxSegs - 1) /
+                              kPxnGatherMaxSegs;
+    return std::max(std::max(1u, launches) * costs.sm_launch_ns,
                     shape.device_segs * costs.sm_segment_ns + bytes / rate);
 }
 

@@ -12,9 +12,10 @@
  *                  size; large copies run at the engine's bandwidth; a
  *                  piece by copy engine takes longer to complete than one
  *                  by kernel, which small pieces (one 4 KiB put each) feel;
- *   gather kernel  max(sm_launch_ns, n * sm_segment_ns + B' / rate)
- *                  one segment-table copy and one launch per piece; the
- *                  rate grows with the CTAs the piece gets, up to sm_gbps;
+ *   gather kernel  max(L * sm_launch_ns, n * sm_segment_ns + B' / rate)
+ *                  L = ceil(n / kPxnGatherMaxSegs) launches, each carrying
+ *                  its segments in its parameters; the rate grows with
+ *                  the CTAs the piece gets, up to sm_gbps;
  *                  B' counts the bytes of shifted segments (source and
  *                  destination disagree modulo 16: two loads per 16-byte
  *                  store) 1 / shifted_factor times.
@@ -27,6 +28,8 @@
  */
 #ifndef PXN_UCT_PXN_COPY_POLICY_H_
 #define PXN_UCT_PXN_COPY_POLICY_H_
+
+#include "pxn_gather.h"
 
 #include <ucs/pxn/settings.h>
 
@@ -49,7 +52,7 @@ struct CopyCosts {
     double ce_piece_ns;    /* extra completion time of a copy-engine piece */
     double ce_segment_ns;  /* issue cost of one copy-engine copy */
     double ce_gbps;        /* copy-engine bandwidth into the arena */
-    double sm_launch_ns;   /* segment table copy + launch */
+    double sm_launch_ns;   /* one launch */
     double sm_segment_ns;  /* per segment (recording, a worker's start) */
     double sm_cta_gbps;    /* what one CTA of the kernel copies */
     double sm_gbps;        /* the kernel's bound with the whole grid */

@@ -53,13 +53,37 @@ struct alignas(16) PxnVec16 {
 };
 #endif
 
-/* A segment as the kernels read it from the table (CudaStager::Seg). */
+/* A segment as the kernels read it (CudaStager::Seg). Offsets and lengths
+ * lie within one slot (at most 1 GiB, settings.h). */
 struct PxnGatherSeg {
     uint64_t addr;   /* device memory outside the slot: gather's source,
                       * scatter's destination */
-    uint64_t offset; /* offset in the slot */
-    uint64_t length;
+    uint32_t offset; /* offset in the slot */
+    uint32_t length;
 };
+
+/* A launch's whole argument: `count` segments of the slot at `slot`, in
+ * its parameters (no table to copy to the GPU first). The driver copies a
+ * launch's parameters whole, so each kernel comes in capacities
+ * (kPxnGatherCapacities, the largest within the 4 KiB every CUDA driver
+ * accepts): a piece takes the smallest that holds it, a piece of more
+ * segments several launches of the largest. Every capacity's layout begins
+ * with the same fields, so a PxnGatherBatch<kPxnGatherMaxSegs> passes for
+ * any of them. */
+template<unsigned N>
+struct PxnGatherBatch {
+    uint64_t     slot;
+    uint32_t     count;
+    uint32_t     warp_per_segment; /* else a CTA per segment */
+    PxnGatherSeg segs[N];
+};
+
+constexpr unsigned kPxnGatherCapacities[] = {4, 32, 253}; /* ascending */
+constexpr unsigned kPxnGatherVariants =
+        sizeof(kPxnGatherCapacities) / sizeof(kPxnGatherCapacities[0]);
+constexpr unsigned kPxnGatherMaxSegs = kPxnGatherCapacities[kPxnGatherVariants - 1];
+static_assert(sizeof(PxnGatherBatch<kPxnGatherMaxSegs>) <= 4096,
+              "a kernel's parameters");
 
 namespace pxn {
 namespace gather {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <unistd.h>
 
 /* The gather kernel as a fatbin (generated from pxn_gather.cu). */
@@ -92,11 +93,8 @@ ucs_status_t CudaStager::create(int gpu, const Geometry &geometry,
     PXN_CU_CHECK(cu_->cuStreamCreate(&s->stream_, CU_STREAM_NON_BLOCKING),
                  "cuStreamCreate");
 
-    const size_t table = size_t(geometry.slots) * geometry.max_plan * sizeof(Seg);
-    PXN_CU_CHECK(cu_->cuMemHostAlloc(reinterpret_cast<void**>(&s->host_table_),
-                                     table, 0),
-                 "cuMemHostAlloc (segment tables)");
-    PXN_CU_CHECK(cu_->cuMemAlloc(&s->dev_table_, table), "cuMemAlloc (segment tables)");
+    /* Not value-initialised: pages are touched as pieces fill them. */
+    s->table_.reset(new Seg[size_t(geometry.slots) * geometry.max_plan]);
     s->nsegs_.assign(geometry.slots, 0);
     s->bytes_.assign(geometry.slots, 0);
     if (s->load_kernel() != UCS_OK) {
@@ -107,7 +105,7 @@ ucs_status_t CudaStager::create(int gpu, const Geometry &geometry,
     }
     ucs_debug("pxn: GPU staging from GPU %d, %s doorbell, %s", gpu,
               s->doorbell_dev_ ? "GPU" : "CPU (event)",
-              s->gather_ ? "gather kernel" : "copy engine only");
+              s->gather_[0] ? "gather kernel" : "copy engine only");
     *stager_p = std::move(s);
     return UCS_OK;
 }
@@ -195,10 +193,18 @@ ucs_status_t CudaStager::load_kernel()
 {
     PXN_CU_CHECK(cu_->cuModuleLoadData(&module_, pxn_gather_fatbin),
                  "loading the gather kernel");
-    PXN_CU_CHECK(cu_->cuModuleGetFunction(&gather_, module_, "pxn_gather"),
-                 "finding the gather kernel");
-    PXN_CU_CHECK(cu_->cuModuleGetFunction(&scatter_, module_, "pxn_scatter"),
-                 "finding the scatter kernel");
+    CUfunction gather[kPxnGatherVariants], scatter[kPxnGatherVariants];
+    for (unsigned v = 0; v < kPxnGatherVariants; ++v) {
+        const std::string n = std::to_string(kPxnGatherCapacities[v]);
+        PXN_CU_CHECK(cu_->cuModuleGetFunction(&gather[v], module_,
+                                              ("pxn_gather" + n).c_str()),
+                     "finding the gather kernel");
+        PXN_CU_CHECK(cu_->cuModuleGetFunction(&scatter[v], module_,
+                                              ("pxn_scatter" + n).c_str()),
+                     "finding the scatter kernel");
+    }
+    std::copy(gather, gather + kPxnGatherVariants, gather_);
+    std::copy(scatter, scatter + kPxnGatherVariants, scatter_);
     return UCS_OK;
 }
 
@@ -231,12 +237,6 @@ CudaStager::~CudaStager()
         }
         if (module_ != nullptr) {
             cu_->cuModuleUnload(module_);
-        }
-        if (host_table_ != nullptr) {
-            cu_->cuMemFreeHost(host_table_);
-        }
-        if (dev_table_ != 0) {
-            cu_->cuMemFree(dev_table_);
         }
         if (registered_ != nullptr) {
             cu_->cuMemHostUnregister(registered_);
@@ -328,20 +328,28 @@ bool CudaStager::classify(const Seg *segs, unsigned count, CUdeviceptr dst,
     return true;
 }
 
-ucs_status_t CudaStager::launch(CUfunction kernel, CUstream stream, Seg *segs,
-                                unsigned count, uint32_t slot_index,
-                                const CopyPlan &plan)
+/* cuLaunchKernel copies the parameters (as many bytes as the variant
+ * takes) before it returns: one batch on the stack serves every launch. */
+ucs_status_t CudaStager::launch(const CUfunction *kernels, CUstream stream,
+                                const Seg *segs, unsigned count,
+                                uint32_t slot_index, const CopyPlan &plan)
 {
-    CUdeviceptr table = dev_table_ + size_t(slot_index) * max_plan_ * sizeof(Seg);
-    CUdeviceptr dst   = reinterpret_cast<CUdeviceptr>(slot(slot_index));
-    unsigned warps    = plan.warp_per_segment;
-    void *args[]      = {&table, &count, &dst, &warps};
-    PXN_CU_CHECK(cu_->cuMemcpyAsync(table, reinterpret_cast<CUdeviceptr>(segs),
-                                    count * sizeof(Seg), stream),
-                 "copying a segment table");
-    PXN_CU_CHECK(cu_->cuLaunchKernel(kernel, plan.blocks, 1, 1, kGatherThreads,
-                                     1, 1, 0, stream, args, nullptr),
-                 "launching the gather or scatter kernel");
+    PxnGatherBatch<kPxnGatherMaxSegs> batch;
+    void *args[]           = {&batch};
+    batch.slot             = reinterpret_cast<uint64_t>(slot(slot_index));
+    batch.warp_per_segment = plan.warp_per_segment;
+    for (unsigned first = 0; first < count; first += batch.count) {
+        batch.count = std::min(count - first, kPxnGatherMaxSegs);
+        unsigned v  = 0;
+        while (kPxnGatherCapacities[v] < batch.count) {
+            ++v;
+        }
+        memcpy(batch.segs, segs + first, batch.count * sizeof(Seg));
+        PXN_CU_CHECK(cu_->cuLaunchKernel(kernels[v], plan.blocks, 1, 1,
+                                         kGatherThreads, 1, 1, 0, stream, args,
+                                         nullptr),
+                     "launching the gather or scatter kernel");
+    }
     return UCS_OK;
 }
 
@@ -351,11 +359,11 @@ ucs_status_t CudaStager::launch(CUfunction kernel, CUstream stream, Seg *segs,
 ucs_status_t CudaStager::copy_segments(uint32_t slot_index, bool out,
                                        bool *by_kernel)
 {
-    const CUdeviceptr base = reinterpret_cast<CUdeviceptr>(slot(slot_index));
-    Seg *segs              = host_table_ + size_t(slot_index) * max_plan_;
-    const unsigned count   = nsegs_[slot_index];
-    CUfunction kernel      = out ? scatter_ : gather_;
-    CUstream stream        = out ? out_stream_ : stream_;
+    const CUdeviceptr base    = reinterpret_cast<CUdeviceptr>(slot(slot_index));
+    Seg *segs                 = table_.get() + size_t(slot_index) * max_plan_;
+    const unsigned count      = nsegs_[slot_index];
+    const CUfunction *kernels = out ? scatter_ : gather_;
+    CUstream stream           = out ? out_stream_ : stream_;
     PieceShape shape;
     shape.device_segs  = count;
     shape.device_bytes = bytes_[slot_index];
@@ -364,7 +372,7 @@ ucs_status_t CudaStager::copy_segments(uint32_t slot_index, bool out,
     /* First as if every outside address were device memory and aligned: a
      * piece the kernel would not copy even then costs no driver query. */
     CopyPlan plan = plan_copy(options_.policy, shape, costs(),
-                              options_.gather_ctas, kernel != nullptr);
+                              options_.gather_ctas, kernels[0] != nullptr);
     if (plan.kernel) {
         plan = classify(segs, count, base, &shape) ?
                plan_copy(options_.policy, shape, costs(), options_.gather_ctas,
@@ -374,7 +382,7 @@ ucs_status_t CudaStager::copy_segments(uint32_t slot_index, bool out,
     unsigned kernel_segs = 0;
     for (unsigned i = 0; i < count; ++i) {
         if (plan.kernel && device_[i]) {
-            segs[kernel_segs++] = segs[i]; /* the kernel's table, in front */
+            segs[kernel_segs++] = segs[i]; /* the kernel's segments, in front */
             continue;
         }
         const CUdeviceptr in_slot = base + segs[i].offset;
@@ -386,7 +394,7 @@ ucs_status_t CudaStager::copy_segments(uint32_t slot_index, bool out,
     }
     *by_kernel = (kernel_segs > 0);
     return (kernel_segs == 0) ? UCS_OK :
-           launch(kernel, stream, segs, kernel_segs, slot_index, plan);
+           launch(kernels, stream, segs, kernel_segs, slot_index, plan);
 }
 
 /* The recorded segments of the open piece of `slot` into the slot. */
@@ -470,9 +478,9 @@ unsigned CudaStager::progress()
 }
 
 /* A reply's destinations are recorded like a put's sources (in the
- * slot's segment table, free while the slot holds a GET piece) and copied
- * by end_out(): one kernel launch for many GPU destinations, instead of a
- * copy-engine copy (~4 us) each. */
+ * slot's list of segments, free while the slot holds a GET piece) and copied
+ * by end_out(): one kernel launch for up to kPxnGatherMaxSegs GPU
+ * destinations, instead of a copy-engine copy (~4 us) each. */
 ucs_status_t CudaStager::copy_out(uint32_t slot_index, uint64_t offset,
                                   void *dest, uint64_t length)
 {

@@ -6,7 +6,8 @@
  * pxn_stager.h has the contract.
  *
  * Copies: per piece, the copy engine (one cuMemcpyAsync per segment) or
- * the SM gather kernel (one launch, a bounded grid), chosen by
+ * the SM gather kernel (a bounded grid; one launch per kPxnGatherMaxSegs
+ * segments, which travel in its parameters), chosen by
  * plan_copy() (pxn_copy_policy.h) from the piece's segment count, sizes,
  * alignment and source memory types, and from whether the arena is on
  * this GPU or a peer. Host sources always go by copy engine (an SM kernel
@@ -29,9 +30,10 @@
  *
  * Memory: each lane of a GPU arena is an allocation of its own, exported by
  * the CUDA IPC handle the relay writes into the lane's LaneMemory block
- * before it acknowledges the claim: open() (at the claim) prepares streams,
- * tables and the kernel; ready() (after the acknowledgement) opens the
- * handle; close() (before the lane is given back) waits for the lane's
+ * before it acknowledges the claim: open() (at the claim) prepares streams
+ * and the kernel, and allocates no pinned or device memory (pinned segment
+ * tables cost ~1-2 ms per lane, docs/gpu.md); ready() (after the
+ * acknowledgement) opens the handle; close() (before the lane is given back) waits for the lane's
  * streams and closes it, so the relay never frees memory still mapped here
  * (undefined behaviour for CUDA IPC).
  *
@@ -48,8 +50,8 @@
  *
  * GET replies: copy_out() records each destination in the slot's segment
  * table (free while the slot holds a GET piece); end_out() copies them on
- * a stream of its own (created on first use), by copy engine or one launch
- * of the scatter kernel (the gather kernel's twin, slot -> destinations),
+ * a stream of its own (created on first use), by copy engine or the
+ * scatter kernel (the gather kernel's twin, slot -> destinations),
  * chosen as for puts, and records the slot's event behind the copies;
  * out_status() queries that event. The sender keeps the slot, and the
  * requests, until then. unpack() (get_bcopy, at most 64 KiB) copies
@@ -69,6 +71,7 @@
 #include <ucs/debug/assert.h>
 
 #include <deque>
+#include <memory>
 #include <vector>
 
 namespace pxn {
@@ -112,14 +115,14 @@ public:
     bool gpu_doorbell() const { return doorbell_dev_ != 0; }
 
     /* The open piece of `slot` is `src` at `offset`: at most max_plan
-     * segments. The slot is open, so its previous piece completed and the
-     * stream work that read this part of the table is done. */
+     * segments (recorded here; the copy reads them when it is enqueued). */
     void add(uint32_t slot, const void *src, uint64_t offset,
              uint64_t length) override
     {
         ucs_assert(nsegs_[slot] < max_plan_);
-        host_table_[size_t(slot) * max_plan_ + nsegs_[slot]++] =
-                Seg{reinterpret_cast<uint64_t>(src), offset, length};
+        table_[size_t(slot) * max_plan_ + nsegs_[slot]++] =
+                Seg{reinterpret_cast<uint64_t>(src), uint32_t(offset),
+                    uint32_t(length)};
         bytes_[slot] += length;
     }
     uint8_t *pack_area(uint32_t, uint64_t, size_t max) override;
@@ -166,8 +169,11 @@ private:
     const CopyCosts &costs();
     ucs_status_t copy_segments(uint32_t slot, bool out, bool *by_kernel);
     ucs_status_t copy_piece(uint32_t slot);
-    ucs_status_t launch(CUfunction kernel, CUstream stream, Seg *segs,
-                        unsigned count, uint32_t slot, const CopyPlan &plan);
+    /* Launches for `count` segments, kPxnGatherMaxSegs at most each, of
+     * the variant of `kernels` (kPxnGatherCapacities) that holds them. */
+    ucs_status_t launch(const CUfunction *kernels, CUstream stream,
+                        const Seg *segs, unsigned count, uint32_t slot,
+                        const CopyPlan &plan);
     /* Rings `seq` once everything enqueued on the copy stream is done. */
     ucs_status_t ring_after_copies(uint64_t seq);
 
@@ -187,17 +193,16 @@ private:
     void              *registered_ = nullptr; /* page(s) of the producer */
     CUdeviceptr        doorbell_dev_ = 0;
     /* Open piece of each slot: its segments (a put's sources, or a GET
-     * reply's destinations between copy_out() and end_out()), written
-     * straight into the pinned table the kernels' copy reads (slot x
-     * max_plan). */
-    Seg               *host_table_ = nullptr;
-    CUdeviceptr        dev_table_  = 0;
+     * reply's destinations between copy_out() and end_out()), slot x
+     * max_plan; the launches copy them into their parameters. */
+    std::unique_ptr<Seg[]> table_;
     std::vector<uint32_t> nsegs_;             /* per slot */
     std::vector<uint64_t> bytes_;             /* per slot */
     std::vector<uint8_t>  bounce_;            /* pack area */
     CUmodule           module_     = nullptr;
-    CUfunction         gather_     = nullptr;
-    CUfunction         scatter_    = nullptr;
+    /* by capacity (kPxnGatherCapacities); null without the kernel */
+    CUfunction         gather_[kPxnGatherVariants]  = {};
+    CUfunction         scatter_[kPxnGatherVariants] = {};
     std::deque<Pending> pending_;             /* CPU doorbells, seq order */
     std::vector<CUevent> events_;             /* free events */
     uint64_t           gpu_rung_ = 0;         /* last seq of a GPU doorbell */

@@ -164,5 +164,20 @@ TEST(CopyPolicy, GridSpreadsLargePiecesAndPacksSmallSegmentsIntoWarps)
     EXPECT_EQ(1u, gather_grid(3, 0, 32).blocks);
 }
 
+TEST(CopyPolicy, EveryLaunchOfAPieceIsCounted)
+{
+    /* a launch carries kPxnGatherMaxSegs segments: one more takes a
+     * second launch, and a piece of tiny segments costs what its launches
+     * cost the sender */
+    const CopyCosts c   = CopyCosts::same_gpu();
+    const uint32_t full = kPxnGatherMaxSegs;
+    const CopyPlan grid = pxn::uct::gather_grid(full + 1, 64 * (full + 1), 32);
+    EXPECT_DOUBLE_EQ(c.sm_launch_ns,
+                     pxn::uct::sm_cost_ns(device(full, 64 * full), grid, c));
+    EXPECT_DOUBLE_EQ(2 * c.sm_launch_ns,
+                     pxn::uct::sm_cost_ns(device(full + 1, 64 * (full + 1)),
+                                          grid, c));
+}
+
 } // namespace
 } // namespace pxn_test

@@ -148,7 +148,8 @@ protected:
      * `slot` bytes into the slot. */
     PxnGatherSeg seg(size_t outside, size_t slot, size_t length) const
     {
-        return {reinterpret_cast<uint64_t>(outside_base_ + outside), slot, length};
+        return {reinterpret_cast<uint64_t>(outside_base_ + outside),
+                uint32_t(slot), uint32_t(length)};
     }
 
     /* A segment copied from `src` bytes into its source buffer to `dst`

@@ -14,6 +14,7 @@
  */
 #include <apps/peer_process.h>
 #include <uct/pxn/pxn_cuda.h>
+#include <uct/pxn/pxn_gather.h>
 
 #include "../common/test_helpers.h"
 
@@ -311,6 +312,36 @@ TEST_F(PxnCuda, MisalignedBlocksAreGatheredExactlyByEveryPolicy)
             EXPECT_GT(gathered, 0u);
         }
     }
+}
+
+TEST_F(PxnCuda, PiecesOfMoreSegmentsThanOneLaunchCarriesArriveIntact)
+{
+    /* The kernel forced, pieces that fill their slot (PIECE_OPS=0): 1000-
+     * and 1001-byte operations at odd offsets put ~1000 segments into each
+     * 1 MiB piece, several launches of kPxnGatherMaxSegs, each segment
+     * misaligned; a put, then GETs of the same shape into another pattern. */
+    PeerProcess *relay, *target, *sender;
+    ASSERT_TRUE(trio(&relay, &target, &sender,
+                     {"UCX_PXN_COPY=sm", "UCX_PXN_PIECE_OPS=0",
+                      "UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y"}));
+    const size_t size = 8 * kSlot, ops = (size - 3) / 1000 + 1;
+    Target t = target_buffer(target, size);
+    source_buffer(sender, size, 47);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, size - 3, 1000, 3));
+    EXPECT_EQ("ok", target->call("check 47 3 " + std::to_string(size - 3)));
+    const uint64_t put_pieces = counters(0, relay).relay.pieces;
+    /* some piece held more segments than one launch carries */
+    EXPECT_LT(put_pieces, ops / kPxnGatherMaxSegs);
+    EXPECT_GT(counters(0, sender).sender.gather_pieces, 0u);
+
+    EXPECT_EQ("ok", target->call("fill 53"));
+    EXPECT_EQ("ok", sender->call("fill 59"));
+    EXPECT_EQ("Success", move(sender, "get zcopy", t, size - 5, 1001, 5));
+    EXPECT_EQ("ok", sender->call("check 53 5 " + std::to_string(size - 5)));
+    EXPECT_LT(counters(0, relay).relay.pieces - put_pieces,
+              ops / kPxnGatherMaxSegs);
+    expect_healthy(relay, 2 * size - 8);
 }
 
 TEST_F(PxnCuda, ThreeSendersShareOneRelay)
