@@ -1,9 +1,10 @@
 /*
  * How a sender copies one piece into its slot of a GPU arena (CudaStager):
  * the copy engine (one cuMemcpyAsync per segment) or the SM gather kernel
- * (pxn_gather.cu: one launch for all of a piece's device segments), and the
- * kernel's grid. A pure function of the piece's shape, so that the choice
- * is tested on the CPU (test/gtest/transport/test_copy_policy.cc).
+ * (pxn_gather.cu: a launch per kPxnGatherMaxSegs of a piece's device
+ * segments), and the kernel's grid. A pure function of the piece's shape,
+ * so that the choice is tested on the CPU
+ * (test/gtest/transport/test_copy_policy.cc).
  *
  * Cost model, per piece of n segments and B bytes (the figures behind the
  * constants: docs/gpu.md, "Copy policy"):
