@@ -33,9 +33,9 @@
  * before it acknowledges the claim: open() (at the claim) prepares streams
  * and the kernel, and allocates no pinned or device memory (pinned segment
  * tables cost ~1-2 ms per lane, docs/gpu.md); ready() (after the
- * acknowledgement) opens the handle; close() (before the lane is given back) waits for the lane's
- * streams and closes it, so the relay never frees memory still mapped here
- * (undefined behaviour for CUDA IPC).
+ * acknowledgement) opens the handle; close() (before the lane is given
+ * back) waits for the lane's streams and closes it, so the relay never
+ * frees memory still mapped here (undefined behaviour for CUDA IPC).
  *
  * Context: the primary context of this process's GPU (the one current when
  * the lane opens, else the GPU pxn knows the process uses), pushed around
@@ -48,8 +48,8 @@
  * same way, so that the doorbell never runs ahead of an earlier piece's
  * bytes (the relay takes every seq up to the doorbell).
  *
- * GET replies: copy_out() records each destination in the slot's segment
- * table (free while the slot holds a GET piece); end_out() copies them on
+ * GET replies: copy_out() records each destination among the slot's
+ * segments (free while the slot holds a GET piece); end_out() copies them on
  * a stream of its own (created on first use), by copy engine or the
  * scatter kernel (the gather kernel's twin, slot -> destinations),
  * chosen as for puts, and records the slot's event behind the copies;
