@@ -49,10 +49,13 @@
  *   serve                         progresses until the next line, which
  *                                 must be "stop"   -> ok
  *         (a target of a plain inner transport such as tcp needs this)
+ *   contract, fork, put_cancel, pending, zero, iface_flush
+ *         UCT's rules and a process's life: peer_lifecycle.h
  *   quit
  */
-#include "peer_buffer.h"
+#include "peer_lifecycle.h"
 #include "peer_process.h"
+#include "peer_uct.h"
 
 #include <ucs/pxn/abi.h>
 #include <uct/api/uct.h>
@@ -75,123 +78,17 @@
 #include <unistd.h>
 #include <vector>
 
+using pxn_tools::g_yield;
 using pxn_tools::hex;
+using pxn_tools::Op;
+using pxn_tools::op_done;
+using pxn_tools::Peer;
 using pxn_tools::PeerBuffer;
+using pxn_tools::post_op;
 using pxn_tools::unhex;
+using pxn_tools::unpack_rkey;
 
 namespace {
-
-struct Peer {
-    ucs_async_context_t *async  = nullptr;
-    uct_worker_h         worker = nullptr;
-    uct_component_h      component = nullptr;
-    uct_md_h             md     = nullptr;
-    uct_md_attr_t        md_attr{};
-    uct_iface_h          iface  = nullptr;
-    uct_iface_attr_t     attr{};
-    uct_ep_h             ep     = nullptr;
-    std::map<unsigned, PeerBuffer> buffers{{0, PeerBuffer()}};
-    PeerBuffer          *cur    = &buffers[0]; /* selected by "buffer" */
-    /* unpacked once per packed rkey, released at quit */
-    std::map<std::string, uct_rkey_bundle_t> rkeys;
-};
-
-/* PXN_PEER_YIELD=1: give the CPU away whenever progress finds nothing to
- * do (a polite application; on small machines the relay and the target
- * then get the cores that a spinning sender would take); 2: sleep 20 us
- * instead. 0 (default): spin. */
-int g_yield = 0;
-
-void progress(Peer &p)
-{
-    if ((uct_worker_progress(p.worker) == 0) && (g_yield != 0)) {
-        if (g_yield == 1) {
-            sched_yield();
-        } else {
-            usleep(20);
-        }
-    }
-}
-
-/* A new connection replaces the ep (a failed one stays failed). */
-void destroy_ep(Peer &p)
-{
-    if (p.ep != nullptr) {
-        uct_ep_destroy(p.ep);
-        p.ep = nullptr;
-    }
-}
-
-int fail(const char *what, ucs_status_t status)
-{
-    fprintf(stderr, "ucx_pxn_peer: %s: %s\n", what, ucs_status_string(status));
-    return 1;
-}
-
-int open_peer(Peer &p, const char *md_name, const char *tl_name, const char *dev)
-{
-    uct_component_h *components;
-    unsigned count;
-    ucs_status_t status = uct_query_components(&components, &count);
-    if (status != UCS_OK) {
-        return fail("uct_query_components", status);
-    }
-    for (unsigned i = 0; (i < count) && (p.md == nullptr); ++i) {
-        uct_component_attr_t attr = {};
-        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
-        uct_component_query(components[i], &attr);
-        std::vector<uct_md_resource_desc_t> mds(attr.md_resource_count);
-        attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
-        attr.md_resources = mds.data();
-        uct_component_query(components[i], &attr);
-        for (const auto &m : mds) {
-            if (strcmp(m.md_name, md_name) != 0) {
-                continue;
-            }
-            uct_md_config_t *config;
-            uct_md_config_read(components[i], NULL, NULL, &config);
-            status = uct_md_open(components[i], md_name, config, &p.md);
-            uct_config_release(config);
-            if (status != UCS_OK) {
-                return fail("uct_md_open", status);
-            }
-            p.component = components[i];
-        }
-    }
-    uct_release_component_list(components);
-    if (p.md == nullptr) {
-        fprintf(stderr, "ucx_pxn_peer: no md named %s\n", md_name);
-        return 1;
-    }
-    uct_md_query(p.md, &p.md_attr);
-
-    status = ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &p.async);
-    if (status == UCS_OK) {
-        status = uct_worker_create(p.async, UCS_THREAD_MODE_SINGLE, &p.worker);
-    }
-    if (status != UCS_OK) {
-        return fail("worker", status);
-    }
-    uct_iface_config_t *config;
-    status = uct_md_iface_config_read(p.md, tl_name, NULL, NULL, &config);
-    if (status != UCS_OK) {
-        return fail("uct_md_iface_config_read", status);
-    }
-    uct_iface_params_t params   = {};
-    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                  UCT_IFACE_PARAM_FIELD_DEVICE;
-    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = tl_name;
-    params.mode.device.dev_name = dev;
-    status = uct_iface_open(p.md, p.worker, &params, config, &p.iface);
-    uct_config_release(config);
-    if (status != UCS_OK) {
-        return fail("uct_iface_open", status);
-    }
-    uct_iface_query(p.iface, &p.attr);
-    uct_iface_progress_enable(p.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-    return 0;
-}
 
 std::string cmd_info(Peer &p)
 {
@@ -238,39 +135,6 @@ std::string cmd_reachable_v2(const Peer &p, const std::string &scope,
 #endif
 }
 
-struct Op {
-    uct_completion_t comp;
-    size_t          *done;
-};
-
-void op_done(uct_completion_t *comp)
-{
-    ++*reinterpret_cast<Op*>(comp)->done;
-}
-
-uct_rkey_t unpack_rkey(Peer &p, const std::string &text,
-                       ucs_status_t *status = nullptr)
-{
-    auto it = p.rkeys.find(text);
-    if (it != p.rkeys.end()) {
-        return it->second.rkey;
-    }
-    std::vector<uint8_t> packed = unhex(text);
-    uct_rkey_bundle_t bundle    = {};
-    if (!packed.empty()) {
-        const ucs_status_t s = uct_rkey_unpack(p.component, packed.data(),
-                                               &bundle);
-        if (status != nullptr) {
-            *status = s;
-        }
-        if (s != UCS_OK) {
-            return UCT_INVALID_RKEY;
-        }
-    }
-    p.rkeys.emplace(text, bundle);
-    return bundle.rkey;
-}
-
 struct PackArg {
     const uint8_t *src;
     size_t         length;
@@ -304,6 +168,27 @@ std::vector<size_t> op_sizes(size_t bytes, size_t chunk, size_t max_chunk)
     return sizes;
 }
 
+/* One operation of cmd_move(): `len` bytes at offset `off`. */
+ucs_status_t post_one(Peer &p, const std::string &kind, PeerBuffer &b,
+                      size_t off, size_t len, uint64_t raddr, uct_rkey_t rkey,
+                      uct_completion_t *comp)
+{
+    uct_iov_t iov = {b.data() + off, len, b.memh(), 0, 1};
+    if (kind == "short") {
+        return uct_ep_put_short(p.ep, b.data() + off, len, raddr + off, rkey);
+    } else if (kind == "bcopy") {
+        PackArg arg{b.data() + off, len};
+        ssize_t n = uct_ep_put_bcopy(p.ep, pack_bytes, &arg, raddr + off, rkey);
+        return (n >= 0) ? UCS_OK : static_cast<ucs_status_t>(n);
+    } else if (kind == "zcopy") {
+        return uct_ep_put_zcopy(p.ep, &iov, 1, raddr + off, rkey, comp);
+    } else if (kind == "get_bcopy") {
+        return uct_ep_get_bcopy(p.ep, unpack_bytes, b.data() + off, len,
+                                raddr + off, rkey, comp);
+    }
+    return uct_ep_get_zcopy(p.ep, &iov, 1, raddr + off, rkey, comp);
+}
+
 std::string cmd_move(Peer &p, const std::string &kind, uint64_t raddr,
                      uct_rkey_t rkey, size_t bytes, size_t chunk,
                      size_t max_chunk, size_t offset)
@@ -322,27 +207,9 @@ std::string cmd_move(Peer &p, const std::string &kind, uint64_t raddr,
         const size_t len = sizes[i];
         comps[i].comp    = {op_done, 1, UCS_OK};
         comps[i].done    = &done;
-        uct_iov_t iov    = {b.data() + off, len, b.memh(), 0, 1};
         for (;;) {
-            if (kind == "short") {
-                status = uct_ep_put_short(p.ep, b.data() + off, len,
-                                          raddr + off, rkey);
-            } else if (kind == "bcopy") {
-                PackArg arg{b.data() + off, len};
-                ssize_t n = uct_ep_put_bcopy(p.ep, pack_bytes, &arg, raddr + off,
-                                             rkey);
-                status = (n >= 0) ? UCS_OK : static_cast<ucs_status_t>(n);
-            } else if (kind == "zcopy") {
-                status = uct_ep_put_zcopy(p.ep, &iov, 1, raddr + off, rkey,
-                                          &comps[i].comp);
-            } else if (kind == "get_bcopy") {
-                status = uct_ep_get_bcopy(p.ep, unpack_bytes, b.data() + off,
-                                          len, raddr + off, rkey,
-                                          &comps[i].comp);
-            } else {
-                status = uct_ep_get_zcopy(p.ep, &iov, 1, raddr + off, rkey,
-                                          &comps[i].comp);
-            }
+            status = post_op([&] { return post_one(p, kind, b, off, len, raddr,
+                                                   rkey, &comps[i].comp); });
             if (status != UCS_ERR_NO_RESOURCE) {
                 break;
             }
@@ -379,19 +246,6 @@ std::string cmd_move(Peer &p, const std::string &kind, uint64_t raddr,
             std::chrono::steady_clock::now() - start).count();
     return std::string("done ") + ucs_status_string(first_error) + " " +
            std::to_string(ns) + " " + std::to_string(ops);
-}
-
-/* Connection establishment of an ep that connects in the background
- * (pxn): flush answers UCS_ERR_NO_RESOURCE until its route is there, then
- * the outcome. */
-ucs_status_t wait_connected(Peer &p)
-{
-    ucs_status_t status;
-    while (((status = uct_ep_flush(p.ep, 0, nullptr)) == UCS_ERR_NO_RESOURCE) ||
-           (status == UCS_INPROGRESS)) {
-        progress(p);
-    }
-    return status;
 }
 
 /* This process's pxn counters, from its registry entry. */
@@ -589,24 +443,12 @@ int main(int argc, char **argv)
                 uct_worker_progress(p.worker);
             }
             reply = "ok";
-        } else {
+        } else if ((reply = pxn_tools::lifecycle_command(p, cmd, in)).empty()) {
             reply = "err unknown command " + cmd;
         }
         fprintf(answers, "%s\n", reply.c_str());
     }
 
-    for (auto &entry : p.rkeys) {
-        if (entry.second.rkey != 0) {
-            uct_rkey_release(p.component, &entry.second);
-        }
-    }
-    destroy_ep(p);
-    for (auto &entry : p.buffers) {
-        entry.second.release(p.md);
-    }
-    uct_iface_close(p.iface);
-    uct_worker_destroy(p.worker);
-    ucs_async_context_destroy(p.async);
-    uct_md_close(p.md);
+    close_peer(p);
     return 0;
 }

@@ -49,7 +49,7 @@ namespace pxn {
 namespace abi {
 
 constexpr uint64_t kMagic      = 0x314e58505843556full; /* "oUCXPXN1" */
-constexpr uint32_t kAbiVersion = 5;
+constexpr uint32_t kAbiVersion = 6;
 constexpr size_t   kCacheLine  = 64;
 constexpr size_t   kNameMax    = 64;  /* NUL-terminated names */
 constexpr size_t   kHandleMax  = 128; /* arena export handle */
@@ -162,6 +162,9 @@ struct alignas(kCacheLine) RelayCounters {
     uint64_t warm_claims;   /* claims acknowledged on a lane whose memory was
                                still backed */
     uint64_t lanes_backed;  /* lanes with memory now (claimed or warm) */
+    uint64_t fenced;        /* pieces not (or not wholly) forwarded because
+                               their sender had given up on them
+                               (LaneProducer::abandoned) */
 };
 
 struct alignas(kCacheLine) SenderCounters {
@@ -178,6 +181,9 @@ struct alignas(kCacheLine) SenderCounters {
     uint64_t lane_open_ns;  /* claim to acknowledged and mapped, summed over
                                the lanes opened */
     uint64_t lane_map_ns;   /* of which mapping the lanes' slots */
+    uint64_t spare_misses;  /* ep-to-ep endpoints created while a lane had
+                               no spare relay ep: they cannot send to its
+                               rail */
 };
 
 struct ProcessCounters {
@@ -205,7 +211,12 @@ struct alignas(kCacheLine) LaneProducer {
     uint64_t head;     /* last seq whose descriptor is committed */
     uint64_t doorbell; /* last seq whose payload is in its slot */
     uint64_t reaped;   /* last seq whose completion the sender consumed */
-    uint8_t  reserved[40];
+    uint64_t abandoned; /* the lane_epoch of an incarnation whose published
+                           pieces the sender failed (relay declared dead,
+                           staging error): written (seq_cst) before any of
+                           them is reported; the relay posts no inner
+                           operation of that incarnation once it reads it */
+    uint8_t  reserved[32];
 };
 
 /* Written only by the relay. */
@@ -420,6 +431,14 @@ template<typename T> inline void store_relaxed(T &field, T value)
 {
     static_assert(std::is_integral<T>::value, "integral fields only");
     __atomic_store_n(&field, value, __ATOMIC_RELAXED);
+}
+
+/* A mark that must be visible before anything the writer does next
+ * (LaneProducer::abandoned). */
+template<typename T> inline void store_seq_cst(T &field, T value)
+{
+    static_assert(std::is_integral<T>::value, "integral fields only");
+    __atomic_store_n(&field, value, __ATOMIC_SEQ_CST);
 }
 
 /* Counters: single writer, readers see each value atomically. */

@@ -48,6 +48,14 @@ void Engine::stop()
     close_fds();
 }
 
+void Engine::abandon()
+{
+    if (thread_.joinable()) {
+        (void)new std::thread(std::move(thread_)); /* never joined: leaked */
+    }
+    close_fds();
+}
+
 void Engine::close_fds()
 {
     for (int *fd : {&stop_fd_, &wake_fd_}) {

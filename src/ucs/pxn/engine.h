@@ -55,6 +55,10 @@ public:
     ucs_status_t start(EngineClient *client, const Options &options);
     /* Joins the thread; the client is not called after stop() returns. */
     void stop();
+    /* In a forked child, where the thread is the parent's and does not
+     * exist: forgets it (leaked, never joined) and closes this process's
+     * copies of the fds. */
+    void abandon();
     /* Ends a sleep early: the client's work() runs again soon. Any thread. */
     void wake();
     bool running() const { return thread_.joinable(); }

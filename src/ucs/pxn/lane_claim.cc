@@ -51,6 +51,7 @@ ucs_status_t reset_lane(const LaneBlock &lane, const ProcessIdentity &sender,
     store_relaxed(producer.head, initial_seq);
     store_relaxed(producer.doorbell, initial_seq);
     store_relaxed(producer.reaped, initial_seq);
+    store_relaxed(producer.abandoned, uint64_t(0));
     abi::LaneConsumer &consumer = lane.consumer();
     store_relaxed(consumer.consumed, initial_seq);
     store_relaxed(consumer.completed, initial_seq);

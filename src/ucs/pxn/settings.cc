@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <strings.h>
 
 namespace pxn {
 
@@ -60,6 +61,15 @@ bool pxn_requested(const Settings &settings, const char *ucx_tls)
         return (ucx_tls != nullptr) && tls_names(ucx_tls, "pxn");
     }
     return false;
+}
+
+bool pxn_asked(const char *enable, const char *ucx_tls)
+{
+    if ((enable == nullptr) || (*enable == '\0') ||
+        (strcasecmp(enable, "auto") == 0)) {
+        return (ucx_tls != nullptr) && tls_names(ucx_tls, "pxn");
+    }
+    return strcasecmp(enable, "n") != 0;
 }
 
 namespace {

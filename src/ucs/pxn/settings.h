@@ -116,6 +116,13 @@ bool tls_names(const std::string &ucx_tls, const std::string &tl);
  * (nullptr: unset)? The one rule for every way pxn is opened. */
 bool pxn_requested(const Settings &settings, const char *ucx_tls);
 
+/* The same rule on the raw texts of UCX_PXN_ENABLE and UCX_TLS (nullptr:
+ * unset), before pxn's configuration is parsed, so that a job that did not
+ * ask for pxn does not see even its configuration errors: 'n' is off,
+ * 'auto' (or unset) asks when UCX_TLS names pxn, anything else asks (the
+ * parser then takes 'y' or reports the value). */
+bool pxn_asked(const char *enable, const char *ucx_tls);
+
 ucs_status_t validate(const Settings &settings, std::string *error);
 
 /* Bytes the registry's file system must hold for one relay of this

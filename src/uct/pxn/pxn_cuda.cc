@@ -53,8 +53,8 @@ const CudaDriver *load()
 } // namespace
 
 /* A function-local static, not std::call_once: the data path asks on every
- * host copy (copy_any), and call_once goes through thread-local storage
- * and pthread_once each time. */
+ * host copy (copy_to_host, copy_from_host), and call_once goes through
+ * thread-local storage and pthread_once each time. */
 const CudaDriver *CudaDriver::get()
 {
     static const CudaDriver *const driver = load();
@@ -171,17 +171,37 @@ ucs_status_t detect_memory_type(const void *ptr, ucs_memory_type_t *type)
     return UCS_OK;
 }
 
-void copy_any(void *dest, const void *src, size_t length)
+/* `gpu_side` is the buffer that may be GPU memory. */
+static ucs_status_t copy_with_host(void *dest, const void *src, size_t length,
+                                   const void *gpu_side)
 {
     const CudaDriver *cu = CudaDriver::get();
-    if ((cu != nullptr) && (cu->is_device_pointer(src) ||
-                            cu->is_device_pointer(dest))) {
-        /* Unified addressing: the driver finds both sides' contexts. */
-        cu->cuMemcpy(reinterpret_cast<CUdeviceptr>(dest),
-                     reinterpret_cast<CUdeviceptr>(src), length);
-        return;
+    if ((cu == nullptr) || !cu->is_device_pointer(gpu_side)) {
+        memcpy(dest, src, length);
+        return UCS_OK;
     }
-    memcpy(dest, src, length);
+    /* Unified addressing: the driver finds the GPU side's context. */
+    const CUresult result = cu->cuMemcpy(reinterpret_cast<CUdeviceptr>(dest),
+                                         reinterpret_cast<CUdeviceptr>(src),
+                                         length);
+    if (result != CUDA_SUCCESS) {
+        const char *text = nullptr;
+        cu->cuGetErrorString(result, &text);
+        ucs_error("pxn: cuMemcpy of %zu bytes %p -> %p failed: %s", length,
+                  src, dest, (text != nullptr) ? text : "unknown error");
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+ucs_status_t copy_to_host(void *host_dest, const void *src, size_t length)
+{
+    return copy_with_host(host_dest, src, length, src);
+}
+
+ucs_status_t copy_from_host(void *dest, const void *host_src, size_t length)
+{
+    return copy_with_host(dest, host_src, length, dest);
 }
 
 GpuScope::GpuScope(int gpu)
@@ -312,9 +332,16 @@ ucs_status_t detect_memory_type(const void *, ucs_memory_type_t *)
     return UCS_ERR_UNSUPPORTED;
 }
 
-void copy_any(void *dest, const void *src, size_t length)
+ucs_status_t copy_to_host(void *host_dest, const void *src, size_t length)
 {
-    memcpy(dest, src, length);
+    memcpy(host_dest, src, length);
+    return UCS_OK;
+}
+
+ucs_status_t copy_from_host(void *dest, const void *host_src, size_t length)
+{
+    memcpy(dest, host_src, length);
+    return UCS_OK;
 }
 
 #endif /* PXN_HAVE_CUDA */

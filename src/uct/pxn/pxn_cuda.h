@@ -159,9 +159,12 @@ std::string gpu_bus_id(int device);
  * a usable GPU. */
 ucs_status_t detect_memory_type(const void *ptr, ucs_memory_type_t *type);
 
-/* memcpy for buffers either of which may be GPU memory (the driver copies
- * those, synchronously, in the context that owns them). */
-void copy_any(void *dest, const void *src, size_t length);
+/* memcpy between host memory and a buffer that may be GPU memory (the
+ * driver copies that, synchronously, in the context that owns it): one
+ * pointer query, for the side that may be on a GPU. UCS_ERR_IO_ERROR
+ * (logged) when the driver fails the copy. */
+ucs_status_t copy_to_host(void *host_dest, const void *src, size_t length);
+ucs_status_t copy_from_host(void *dest, const void *host_src, size_t length);
 
 /* The primary context of `gpu` is current on the calling thread for the
  * scope's lifetime (pushed when another or none was, popped at the end);

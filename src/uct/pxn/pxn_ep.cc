@@ -14,9 +14,8 @@ extern "C" {
 }
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <thread>
+#include <sched.h>
 
 namespace pxn {
 namespace uct {
@@ -96,6 +95,11 @@ void Ep::route_answered(const RouteAnswer &answer)
 ucs_status_t Ep::connect_to_iface(const DeviceAddress &peer,
                                   const Bytes &inner_iface_addr)
 {
+    if (!hub_->is_target(peer)) {
+        /* This process, or a peer UCP reaches on its own rail: never ours
+         * (uct_iface_is_reachable says so too). */
+        return UCS_ERR_UNREACHABLE;
+    }
     peer_       = peer;
     peer_iface_ = inner_iface_addr;
     has_peer_   = true;
@@ -111,26 +115,35 @@ ucs_status_t Ep::connect_to_iface(const DeviceAddress &peer,
 
 ucs_status_t Ep::prepare_ep_address()
 {
-    std::vector<std::shared_ptr<SendLane>> lanes = hub_->all_lanes();
-    for (const auto &lane : lanes) {
-        lane->control().want_spares(kSpareRoutes);
-    }
-    /* The one wait of pxn: a lane that has no spare relay ep yet (its first
-     * endpoint) is driven until it has one, bounded. */
-    const uint64_t deadline = monotonic_ns() +
-                              hub_->node().registry().heartbeat_timeout_ns();
-    for (const auto &lane : lanes) {
-        Candidate c{lane, 0, {}, {}};
+    /* The lanes keep spare relay eps in stock from the iface's start
+     * (Hub::stock_spares), so this usually takes one at once. An empty
+     * stock (the first endpoint of a worker that never progressed, or a
+     * burst) is waited for on the lane's control path only, nothing is
+     * completed meanwhile, and only while the relay is healthy, for at most
+     * kSpareWaitNs in all; a rail still without one is left out of this
+     * endpoint's address (it cannot send there: spare_misses). */
+    const uint64_t deadline = monotonic_ns() + kSpareWaitNs;
+    for (const auto &lane : hub_->all_lanes()) {
+        lane->control().want_spares(Hub::kSpareRoutes);
         RouteAnswer spare;
-        while (!lane->control().take_spare(&spare) && !lane->failed() &&
+        bool taken;
+        while (!(taken = lane->control().take_spare(&spare)) &&
+               !lane->failed() && lane->control().relay_healthy(monotonic_ns()) &&
                (monotonic_ns() < deadline)) {
-            hub_->progress();
-            std::this_thread::sleep_for(std::chrono::microseconds(20));
+            if (lane->progress_control() == 0) {
+                sched_yield();
+            }
         }
-        if (spare.status == UCS_OK && !spare.relay_ep.empty()) {
+        if (taken && (spare.status == UCS_OK) && !spare.relay_ep.empty()) {
             candidates_.push_back({lane, spare.route, spare.relay_dev,
                                    spare.relay_ep});
+            continue;
         }
+        ucs_debug("pxn: ep %p: no spare relay ep at rail %s: this endpoint "
+                  "will not send to that rail", self_,
+                  lane->relay().rail.c_str());
+        __atomic_fetch_add(&hub_->sender_counters().spare_misses, 1,
+                           __ATOMIC_RELAXED);
     }
     std::lock_guard<std::mutex> guard(hub_->net().lock());
     return hub_->net().ep_create_unconnected(&passive_, &passive_addr_);
@@ -220,8 +233,14 @@ ucs_status_t Ep::take_error()
 
 ucs_status_t Ep::ready(bool *direct)
 {
+    if (hub_->inherited()) {
+        return UCS_ERR_UNREACHABLE; /* the parent's lane: fork.h */
+    }
     if (error_ != UCS_OK) {
         return error_;
+    }
+    if (canceled_) {
+        return UCS_ERR_CANCELED;
     }
     if (asked_ != nullptr) {
         return UCS_ERR_NO_RESOURCE; /* a relay is setting up our route */
@@ -274,6 +293,9 @@ bool Ep::reroute()
  * it; another lane (or ep thread) that uses the key overwrites that. */
 ucs_status_t Ep::lane_rkey(uct_rkey_t rkey, uint32_t *index)
 {
+    if (rkey == UCT_INVALID_RKEY) {
+        return UCS_ERR_INVALID_PARAM; /* only zero-length operations have none */
+    }
     auto *key            = reinterpret_cast<uct_pxn_rkey_t*>(rkey);
     LaneControl &control = lane_->control();
     if (__atomic_load_n(&key->cache_lane, __ATOMIC_RELAXED) == &control) {
@@ -287,6 +309,7 @@ ucs_status_t Ep::lane_rkey(uct_rkey_t rkey, uint32_t *index)
     uint64_t gen;
     const ucs_status_t status = control.rkey_index(key->packed, key->length,
                                                    index, &gen);
+    rkey_starved_ = (status == UCS_ERR_NO_RESOURCE);
     if (status == UCS_OK) {
         __atomic_store_n(&key->cache_lane, static_cast<const void*>(&control),
                          __ATOMIC_RELAXED);
@@ -296,29 +319,50 @@ ucs_status_t Ep::lane_rkey(uct_rkey_t rkey, uint32_t *index)
     return status;
 }
 
-/* UCP 1.13 may hand a GPU pointer to put_short as host memory: the CPU must
- * not read it. */
-void Ep::copy_from_user(void *dest, const void *src, size_t length)
+/* As SendRequest::add_iov() counts them (a count of 0 is one element). */
+static size_t iov_bytes(const uct_iov_t *iov, size_t iovcnt)
 {
-    copy_any(dest, src, length);
+    size_t total = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        total += iov[i].length * std::max<size_t>(iov[i].count, 1);
+    }
+    return total;
 }
+
+/* A put_bcopy without a remote key may only pack nothing. */
+ssize_t Ep::pack_without_key(uct_pack_callback_t pack, void *arg)
+{
+    if (scratch_.size() < hub_->max_bcopy()) {
+        scratch_.resize(hub_->max_bcopy());
+    }
+    return (pack(scratch_.data(), arg) == 0) ? 0 : UCS_ERR_INVALID_PARAM;
+}
+
 
 ucs_status_t Ep::put_short(const void *buffer, unsigned length,
                            uint64_t remote_addr, uct_rkey_t rkey)
 {
     uint32_t index;
     ucs_status_t status = ready();
+    if ((status == UCS_OK) && (length == 0)) {
+        return UCS_OK; /* nothing to move; its rkey may be UCT_INVALID_RKEY */
+    }
     if (status == UCS_OK) {
         status = lane_rkey(rkey, &index);
     }
     if (status != UCS_OK) {
         return status;
     }
-    size_t packed;
+    size_t packed = 0;
     status = lane_->put_now(this, route_, index, remote_addr, length,
                             [&](uint8_t *dest) {
-                                copy_from_user(dest, buffer, length);
-                                return size_t(length);
+                                /* UCP 1.13 may hand a GPU pointer to
+                                 * put_short as host memory: the CPU must
+                                 * not read it. */
+                                const ucs_status_t copied =
+                                        copy_to_host(dest, buffer, length);
+                                return (copied == UCS_OK) ? ssize_t(length) :
+                                                            ssize_t(copied);
                             }, &packed);
     issued_ += (status == UCS_OK) && (packed != 0);
     return status;
@@ -329,16 +373,21 @@ ssize_t Ep::put_bcopy(uct_pack_callback_t pack, void *arg, uint64_t remote_addr,
 {
     uint32_t index;
     ucs_status_t status = ready();
+    if ((status == UCS_OK) && (rkey == UCT_INVALID_RKEY)) {
+        return pack_without_key(pack, arg);
+    }
     if (status == UCS_OK) {
         status = lane_rkey(rkey, &index);
     }
     if (status != UCS_OK) {
         return status;
     }
-    size_t packed;
+    size_t packed = 0;
     status = lane_->put_now(this, route_, index, remote_addr,
                             hub_->max_bcopy(),
-                            [&](uint8_t *dest) { return pack(dest, arg); },
+                            [&](uint8_t *dest) {
+                                return ssize_t(pack(dest, arg));
+                            },
                             &packed);
     if (status != UCS_OK) {
         return status;
@@ -356,14 +405,14 @@ ucs_status_t Ep::get_bcopy(uct_unpack_callback_t unpack, void *arg,
     }
     uint32_t index;
     ucs_status_t status = ready();
+    if ((status == UCS_OK) && (length == 0)) {
+        return UCS_OK;
+    }
     if (status == UCS_OK) {
         status = lane_rkey(rkey, &index);
     }
     if (status != UCS_OK) {
         return status;
-    }
-    if (length == 0) {
-        return UCS_OK;
     }
     status = lane_->get_now(this, route_, index, remote_addr, length, unpack,
                             arg, comp);
@@ -381,6 +430,9 @@ ucs_status_t Ep::zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
     uint32_t index;
     bool direct         = false;
     ucs_status_t status = ready(&direct);
+    if ((status == UCS_OK) && (iov_bytes(iov, iovcnt) == 0)) {
+        return UCS_OK; /* nothing to move; its rkey may be UCT_INVALID_RKEY */
+    }
     if ((status == UCS_OK) && direct) {
         return zcopy_direct(op, iov, iovcnt, remote_addr, rkey, comp);
     }
@@ -389,13 +441,6 @@ ucs_status_t Ep::zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
     }
     if (status != UCS_OK) {
         return status;
-    }
-    size_t total = 0;
-    for (size_t i = 0; i < iovcnt; ++i) {
-        total += iov[i].length * std::max<size_t>(iov[i].count, 1);
-    }
-    if (total == 0) {
-        return UCS_OK;
     }
     status = lane_->post(this, op, route_, index, remote_addr, iov, iovcnt,
                          comp);
@@ -461,7 +506,9 @@ UCS_CLASS_CLEANUP_FUNC(uct_pxn_ep_t)
                                             uct_pxn_iface_t);
     auto &eps = *iface->eps;
     eps.erase(std::remove(eps.begin(), eps.end(), self->impl), eps.end());
-    delete self->impl;
+    if (!self->impl->inherited()) {
+        delete self->impl;
+    } /* else its routes and inner eps are the parent's: leaked (fork.h) */
 }
 
 UCS_CLASS_DEFINE(uct_pxn_ep_t, uct_base_ep_t);

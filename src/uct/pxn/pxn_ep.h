@@ -11,10 +11,13 @@
  *   go from iface progress once the route is there). A refused route makes
  *   the ep fail (reported through the iface's error handler).
  * - to-ep: uct_ep_create() knows no target, so the ep takes a spare
- *   unconnected relay ep from every lane (the lanes keep a stock; only a
- *   lane that has none yet makes uct_ep_create wait for it, bounded by
- *   UCX_PXN_HEARTBEAT_TIMEOUT) and creates its own passive inner ep (the
- *   target end of the peer's routes); its ep address carries all of them.
+ *   unconnected relay ep from every lane (the lanes keep a stock from the
+ *   iface's start; an empty one is waited for on the lane's control path,
+ *   completing nothing, while the relay is healthy and for at most
+ *   kSpareWaitNs: a rail still without one is left out, the ep cannot send
+ *   there, counted in spare_misses) and creates its own passive inner ep
+ *   (the target end of the peer's routes); its ep address carries all of
+ *   them.
  *   connect_to_ep() then connects the route of the target's rail to the
  *   target's passive ep (in the background, as above), connects the
  *   passive ep to the peer's relay of this rail, and releases the other
@@ -36,8 +39,12 @@
  * operations return that error.
  *
  * Completion: operations of one ep complete in issue order (they share a
- * lane whose pieces complete in seq order). Flush waits for every operation
- * issued before it; fence holds new operations until those have completed.
+ * lane whose pieces complete in seq order), and only from iface progress,
+ * never inside the call that posted them. Flush waits for every operation
+ * issued before it; with UCT_FLUSH_FLAG_CANCEL the operations not yet
+ * handed to a relay end as UCS_ERR_CANCELED and the ep is unusable after.
+ * Fence holds new operations until those have completed. pending_add says
+ * UCS_ERR_BUSY when an operation would be accepted now.
  * Threading: the worker's thread only.
  */
 #ifndef PXN_UCT_PXN_EP_H_
@@ -52,6 +59,7 @@ extern "C" {
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace pxn {
@@ -91,6 +99,7 @@ public:
                        uct_completion_t *comp);
     ucs_status_t flush(unsigned flags, uct_completion_t *comp);
     ucs_status_t fence();
+    /* UCS_ERR_BUSY (not added) when an operation would go now. */
     ucs_status_t pending_add(uct_pending_req_t *req);
     void         pending_purge(uct_pending_purge_callback_t cb, void *arg);
 
@@ -106,6 +115,8 @@ public:
     /* After a visit: true (and off the list) when nothing is left. */
     bool         settle();
 
+    /* Made before a fork, in the parent (fork.h). */
+    bool         inherited() const { return hub_->inherited(); }
     /* A failure the iface must report through UCT's error handler (peer
      * failure), once: UCS_OK when none. */
     ucs_status_t take_error();
@@ -128,15 +139,24 @@ private:
      * iface to the target) after it could not be published to a relay.
      * Posted and finished on the application thread; its inner completion
      * runs on the engine thread and only sets `done`. */
+    struct DirectOp;
+    /* The inner completion of a direct operation: standard layout, so that
+     * the callback gets back to the operation (ucs_container_of). */
+    struct DirectCompletion {
+        uct_completion_t comp;
+        DirectOp        *op;
+    };
+    static_assert(std::is_standard_layout<DirectCompletion>::value,
+                  "ucs_container_of needs a standard-layout type");
+
     struct DirectOp {
-        uct_completion_t    comp; /* first: the callback casts back */
+        DirectCompletion    inner{};
         std::atomic<bool>   done{false};
         SendRequest         req;  /* copy: segments, remote address, op */
         uct_rkey_t          rkey;
         uint32_t            posted = 0; /* segments posted */
     };
 
-    static void  copy_from_user(void *dest, const void *src, size_t length);
     /* UCS_OK when an operation may go now: through the lane, or, when
      * `direct` is given and the relay is gone with no other on that rail,
      * on the direct path (*direct = true). UCS_ERR_NO_RESOURCE while the
@@ -153,7 +173,10 @@ private:
     ucs_status_t zcopy_direct(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
                               uint64_t remote_addr, uct_rkey_t rkey,
                               uct_completion_t *comp);
+    ucs_status_t flush_cancel(uct_completion_t *comp);
+    bool         has_resources() const;
     ucs_status_t lane_rkey(uct_rkey_t rkey, uint32_t *index);
+    ssize_t      pack_without_key(uct_pack_callback_t pack, void *arg);
     bool         post_direct(DirectOp &op);
     unsigned     progress_direct();
     static void  direct_done(uct_completion_t *comp);
@@ -164,6 +187,9 @@ private:
     bool                      queued_   = false; /* on *active_ */
     ucs_status_t              error_    = UCS_OK; /* first failure seen */
     bool                      reported_ = false;
+    bool                      canceled_ = false; /* flushed with CANCEL */
+    bool                      rkey_starved_ = false; /* last refusal: no
+                                                        free rkey entry */
     std::shared_ptr<SendLane> lane_;      /* the route's lane */
     uint32_t                  route_ = 0;
     bool                      connected_ = false;
@@ -189,11 +215,13 @@ private:
     uct_ep_h                  direct_ep_ = nullptr;
     bool                      direct_failed_ = false; /* tried once, no path */
     static constexpr uint64_t kRerouteNs = 100000000; /* looks for a new relay */
-    static constexpr unsigned kSpareRoutes = 2; /* per lane, ep-to-ep model */
+    /* the longest uct_ep_create waits for spare relay eps (ep-to-ep) */
+    static constexpr uint64_t kSpareWaitNs = 100000000;
     uint64_t                  next_reroute_ns_ = 0;
     std::vector<std::pair<Bytes, uct_rkey_bundle_t>> direct_rkeys_;
     std::vector<std::unique_ptr<DirectOp>> direct_ops_;
     std::deque<uct_pending_req_t*> pending_;
+    std::vector<uint8_t>      scratch_; /* pack_without_key() */
     bool                      dispatching_ = false; /* in a pending callback */
 };
 

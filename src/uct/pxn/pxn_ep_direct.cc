@@ -45,9 +45,10 @@ bool Ep::fall_back(const SendRequest &req, const uint8_t *rkey,
     auto op         = std::make_unique<DirectOp>();
     op->req         = req;
     op->rkey        = it->second.rkey;
-    op->comp.func   = direct_done;
-    op->comp.count  = static_cast<int>(req.nsegs) + 1; /* + posting guard */
-    op->comp.status = UCS_OK;
+    op->inner.op          = op.get();
+    op->inner.comp.func   = direct_done;
+    op->inner.comp.count  = static_cast<int>(req.nsegs) + 1; /* + posting guard */
+    op->inner.comp.status = UCS_OK;
     post_direct(*op);
     direct_ops_.push_back(std::move(op));
     want_progress(); /* iface progress finishes it */
@@ -75,21 +76,21 @@ bool Ep::post_direct(DirectOp &op)
         Net &net = hub_->net();
         const ucs_status_t status =
                 (op.req.op == abi::kOpGet) ?
-                net.get_zcopy(direct_ep_, &iov, remote, op.rkey, &op.comp) :
-                net.put_zcopy(direct_ep_, &iov, remote, op.rkey, &op.comp);
+                net.get_zcopy(direct_ep_, &iov, remote, op.rkey, &op.inner.comp) :
+                net.put_zcopy(direct_ep_, &iov, remote, op.rkey, &op.inner.comp);
         if (status == UCS_ERR_NO_RESOURCE) {
             return false;
         }
         if (status != UCS_INPROGRESS) {
-            if (UCS_STATUS_IS_ERR(status) && (op.comp.status == UCS_OK)) {
-                op.comp.status = status;
+            if (UCS_STATUS_IS_ERR(status) && (op.inner.comp.status == UCS_OK)) {
+                op.inner.comp.status = status;
             }
-            --op.comp.count;
+            --op.inner.comp.count;
         }
         remote += seg.length;
         ++op.posted;
     }
-    if (--op.comp.count == 0) {
+    if (--op.inner.comp.count == 0) {
         op.done.store(true, std::memory_order_release);
     }
     return true;
@@ -97,7 +98,8 @@ bool Ep::post_direct(DirectOp &op)
 
 void Ep::direct_done(uct_completion_t *comp)
 {
-    reinterpret_cast<DirectOp*>(comp)->done.store(true, std::memory_order_release);
+    ucs_container_of(comp, DirectCompletion, comp)->op->done.store(
+            true, std::memory_order_release);
 }
 
 unsigned Ep::progress_direct()
@@ -113,7 +115,7 @@ unsigned Ep::progress_direct()
             ++it;
             continue;
         }
-        const ucs_status_t status = op.comp.status;
+        const ucs_status_t status = op.inner.comp.status;
         uct_completion_t *user    = op.req.comp;
         if (user != nullptr) {
             uct_invoke_completion(user, status);

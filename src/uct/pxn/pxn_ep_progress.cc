@@ -12,15 +12,17 @@ namespace uct {
 void Ep::op_done(ucs_status_t status)
 {
     ++completed_;
-    if ((status != UCS_OK) && (status != UCS_ERR_CANCELED) &&
-        (error_ == UCS_OK)) {
+    /* A canceled operation (flush with UCT_FLUSH_FLAG_CANCEL) is no failure
+     * of the ep, nor of the flushes waiting for it. */
+    const bool failed = (status != UCS_OK) && (status != UCS_ERR_CANCELED);
+    if (failed && (error_ == UCS_OK)) {
         error_ = status;
         want_progress();
     }
     while (!flushes_.empty() && (flushes_.front().first <= completed_)) {
         uct_completion_t *comp = flushes_.front().second;
         flushes_.pop_front();
-        if ((status != UCS_OK) && (comp->status == UCS_OK)) {
+        if (failed && (comp->status == UCS_OK)) {
             comp->status = status;
         }
         if (--comp->count == 0) {
@@ -29,8 +31,14 @@ void Ep::op_done(ucs_status_t status)
     }
 }
 
-ucs_status_t Ep::flush(unsigned, uct_completion_t *comp)
+ucs_status_t Ep::flush(unsigned flags, uct_completion_t *comp)
 {
+    if (inherited()) {
+        return UCS_OK; /* nothing of the parent's completes here */
+    }
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        return flush_cancel(comp);
+    }
     /* An ep whose first route is on its way is not connected yet: flush
      * waits for it like for an operation (UCT's NO_RESOURCE: retry, or
      * pending_add), and then reports a refused connection. */
@@ -52,6 +60,36 @@ ucs_status_t Ep::flush(unsigned, uct_completion_t *comp)
     return UCS_INPROGRESS;
 }
 
+/* UCT_FLUSH_FLAG_CANCEL: operations none of whose bytes went to a relay
+ * end with UCS_ERR_CANCELED (from progress); the others, and direct-path
+ * operations, end as the relay or the inner transport completes them. The
+ * ep is unusable afterwards (UCT: it must be destroyed). */
+ucs_status_t Ep::flush_cancel(uct_completion_t *comp)
+{
+    canceled_ = true;
+    if (connected_) {
+        lane_->cancel(this);
+    }
+    if (issued_ == completed_) {
+        return UCS_OK;
+    }
+    if (comp != nullptr) {
+        flushes_.emplace_back(issued_, comp);
+    }
+    return UCS_INPROGRESS;
+}
+
+/* UCS_ERR_BUSY exactly when an operation of any kind would be accepted
+ * now (else UCP would retry it and add again, forever): nothing pending,
+ * the route up, a lane with ring credit and nothing queued, and the last
+ * refusal not for want of a remote key entry. */
+bool Ep::has_resources() const
+{
+    return pending_.empty() && (error_ == UCS_OK) && !canceled_ &&
+           (asked_ == nullptr) && connected_ && (completed_ >= fence_at_) &&
+           !rkey_starved_ && lane_->has_room();
+}
+
 ucs_status_t Ep::fence()
 {
     fence_at_ = issued_;
@@ -60,6 +98,9 @@ ucs_status_t Ep::fence()
 
 ucs_status_t Ep::pending_add(uct_pending_req_t *req)
 {
+    if (has_resources()) {
+        return UCS_ERR_BUSY;
+    }
     pending_.push_back(req);
     want_progress();
     return UCS_OK;

@@ -51,6 +51,9 @@ ucs_status_t Hub::open(const Settings &settings, const InnerMd &md,
                   hub->dev_addr_.inner.size(), hub->iface_addr_.size());
         return UCS_ERR_UNSUPPORTED;
     }
+    if (hub->port_->mode() == Net::ConnectMode::kEp) {
+        hub->stock_spares(kSpareRoutes); /* ready before the first ep */
+    }
     *hub_p = std::move(hub);
     return UCS_OK;
 }
@@ -70,13 +73,22 @@ uint32_t Hub::home_rail_hash()
 
 bool Hub::is_reachable(const DeviceAddress &peer)
 {
-    return peer.home && (peer.node_hash != node_hash()) &&
-           (peer.rail_hash != home_rail_hash()) &&
+    return is_target(peer) &&
            sender_->relay_exists(peer.rail_hash, port_->tl_name());
+}
+
+void Hub::stock_spares(unsigned spares)
+{
+    for (const auto &lane : all_lanes()) {
+        lane->control().want_spares(spares);
+    }
 }
 
 unsigned Hub::progress()
 {
+    if (inherited()) {
+        return 0; /* the parent's lanes: never written from here */
+    }
     /* A process that opened pxn before choosing its GPU: the relay that
      * waits for it starts once a context is current here. */
     if ((node_->gpu() < 0) && cuda_available()) {

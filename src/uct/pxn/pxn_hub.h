@@ -13,6 +13,8 @@
  * relay of the peer's rail.
  *
  * Threading: the worker's thread (UCT's model); the Node is thread-safe.
+ * In a forked child an inherited Hub does nothing: progress() does no work
+ * and its endpoints' operations fail (UCS_ERR_UNREACHABLE).
  */
 #ifndef PXN_UCT_PXN_HUB_H_
 #define PXN_UCT_PXN_HUB_H_
@@ -30,6 +32,9 @@ namespace uct {
 
 class Hub {
 public:
+    /* Spare relay eps each lane keeps in stock (ep-to-ep model). */
+    static constexpr unsigned kSpareRoutes = 4;
+
     /* The hub of a pxn iface on device `dev_name` of the pxn md whose inner
      * md is `md`, in UCT worker `worker`. */
     static ucs_status_t open(const Settings &settings, const InnerMd &md,
@@ -40,6 +45,9 @@ public:
     Hub &operator=(const Hub&) = delete;
 
     const Settings &settings() const { return node_->settings(); }
+    /* Made by fork() in this process's parent: the child neither uses nor
+     * destroys it (its owner leaks it, pxn_node.h). */
+    bool            inherited() const { return node_->inherited(); }
     /* Largest put_short / put_bcopy: staged in the call itself. */
     size_t          max_short() const { return 1024; }
     size_t          max_bcopy() const
@@ -59,9 +67,21 @@ public:
     const DeviceAddress &device_address() const { return dev_addr_; }
     const Bytes         &inner_iface_address() const { return iface_addr_; }
 
-    /* True for a peer on another node and another rail than our home for
-     * which a healthy relay of this node exists. */
+    /* A peer pxn may carry traffic to: on its process's home device, on
+     * another node, on another rail than our home (so never this process
+     * itself). No syscall. */
+    bool is_target(const DeviceAddress &peer)
+    {
+        return peer.home && (peer.node_hash != node_hash()) &&
+               (peer.rail_hash != home_rail_hash());
+    }
+    /* is_target() and a healthy relay of the peer's rail on this node
+     * (registry, cached 100 ms). */
     bool is_reachable(const DeviceAddress &peer);
+    /* ep-to-ep model: open the lanes into every relay of another rail and
+     * keep `spares` unconnected relay eps in stock on each, so that an
+     * endpoint created later packs its address without waiting. */
+    void stock_spares(unsigned spares);
 
     /* Sender lanes of the peer's rail (UCS_ERR_UNREACHABLE: no relay). */
     ucs_status_t lane_for(uint32_t rail, std::shared_ptr<SendLane> *lane)

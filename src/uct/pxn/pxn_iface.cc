@@ -292,7 +292,7 @@ static constexpr unsigned kScanRounds = 256;
 static unsigned uct_pxn_iface_progress(uct_iface_h tl_iface) noexcept
 {
     uct_pxn_iface_t *iface = ucs_derived_of(tl_iface, uct_pxn_iface_t);
-    if (iface->hub == nullptr) {
+    if ((iface->hub == nullptr) || iface->hub->inherited()) {
         return 0;
     }
     unsigned work          = iface->hub->progress();
@@ -354,13 +354,17 @@ static unsigned uct_pxn_iface_progress(uct_iface_h tl_iface) noexcept
     return work;
 }
 
+/* Every operation issued on the iface before the call: an ep that failed
+ * (its operations ended) or waits for its route (none issued) is flushed.
+ * UCT_FLUSH_FLAG_CANCEL is an ep flag only. */
 static ucs_status_t uct_pxn_iface_flush(uct_iface_h tl_iface, unsigned flags,
                                         uct_completion_t *comp) noexcept
 {
     uct_pxn_iface_t *iface = ucs_derived_of(tl_iface, uct_pxn_iface_t);
-    bool idle              = (iface->hub == nullptr) || iface->hub->idle();
+    bool idle              = (iface->hub == nullptr) || iface->hub->inherited() ||
+                             iface->hub->idle();
     for (pxn::uct::Ep *ep : *iface->eps) {
-        if (ep->flush(flags, nullptr) != UCS_OK) {
+        if (ep->flush(flags & ~UCT_FLUSH_FLAG_CANCEL, nullptr) == UCS_INPROGRESS) {
             idle = false;
         }
     }
@@ -570,6 +574,9 @@ UCS_CLASS_CLEANUP_FUNC(uct_pxn_iface_t)
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     uct_pxn_iface_stats_update(self); /* the final values */
     UCS_STATS_NODE_FREE(self->stats);
+    if ((self->hub != nullptr) && self->hub->inherited()) {
+        self->hub = nullptr; /* the parent's relay and lanes: leaked (fork.h) */
+    }
     delete self->hub;
     delete self->eps;
     delete self->active;

@@ -275,6 +275,13 @@ ucs_status_t uct_pxn_query_md_resources(uct_component_t *component,
     *resources_p     = nullptr;
     *num_resources_p = 0;
     try {
+        if (!pxn::pxn_asked(getenv("UCX_PXN_ENABLE"), getenv("UCX_TLS"))) {
+            /* Decided before the table is read: a job that did not ask for
+             * pxn sees none of it, not even its configuration errors. */
+            ucs_debug("pxn: not enabled (UCX_TLS does not name pxn, "
+                      "UCX_PXN_ENABLE is not 'y')");
+            return UCS_OK;
+        }
         pxn::Settings settings;
         if (uct_pxn_read_settings(component, &settings) != UCS_OK) {
             /* pxn stays out of the way; the error above says why. */

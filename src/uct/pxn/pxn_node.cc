@@ -8,6 +8,7 @@
 #include <ucs/pxn/topology.h>
 
 #include <algorithm>
+#include <pthread.h>
 
 namespace pxn {
 namespace uct {
@@ -16,6 +17,18 @@ namespace {
 
 std::mutex                                   g_nodes_mutex;
 std::map<std::string, std::weak_ptr<Node>>   g_nodes; /* by group */
+
+/* A child forked while another thread held g_nodes_mutex must find it
+ * free. */
+void guard_nodes_across_fork()
+{
+    static std::once_flag installed;
+    std::call_once(installed, [] {
+        pthread_atfork([] { g_nodes_mutex.lock(); },
+                       [] { g_nodes_mutex.unlock(); },
+                       [] { g_nodes_mutex.unlock(); });
+    });
+}
 
 std::string rail_of(const Settings &settings, const std::string &device)
 {
@@ -29,11 +42,13 @@ std::string rail_of(const Settings &settings, const std::string &device)
 
 ucs_status_t Node::acquire(const Settings &settings, std::shared_ptr<Node> *node_p)
 {
+    guard_nodes_across_fork();
     std::lock_guard<std::mutex> guard(g_nodes_mutex);
     std::weak_ptr<Node> &slot = g_nodes[settings.group];
-    if ((*node_p = slot.lock()) != nullptr) {
+    if (((*node_p = slot.lock()) != nullptr) && !(*node_p)->inherited()) {
         return UCS_OK;
     }
+    node_p->reset(); /* a parent's copy stays with its owners */
     std::shared_ptr<Node> node(new Node(settings));
     ucs_status_t status = node->start();
     if (status != UCS_OK) {
@@ -64,6 +79,10 @@ ucs_status_t Node::start()
 
 Node::~Node()
 {
+    if (inherited()) {
+        abandon();
+        return;
+    }
     engine_.stop();
     std::vector<std::unique_ptr<RelayService>> relays;
     {
@@ -72,6 +91,18 @@ Node::~Node()
     }
     relays.clear(); /* drains and closes each; their ports go with them */
     mds_.clear();
+}
+
+void Node::abandon()
+{
+    engine_.abandon();
+    for (auto &relay : relays_) {
+        (void)relay.release(); /* its registry entry, arena and port */
+    }
+    for (auto &md : mds_) {
+        (void)md.release();
+    }
+    (void)registry_.release();
 }
 
 HomeChoice Node::choose(const std::string &device) const
@@ -153,6 +184,7 @@ ucs_status_t Node::attach(const InnerMd &md, const std::string &device,
                           std::shared_ptr<Net> *port, std::string *home_rail,
                           bool *is_home)
 {
+    Retired retired; /* declared first: dropped after the unlock */
     std::lock_guard<std::mutex> guard(mutex_);
     const HomeChoice choice = choose(device);
     ucs_status_t status;
@@ -189,7 +221,8 @@ ucs_status_t Node::attach(const InnerMd &md, const std::string &device,
     homes_[device] = rail;
     *home_rail     = rail;
     status = start_relay(choice.device,
-                         (md.device(choice.device) != nullptr) ? &md : nullptr);
+                         (md.device(choice.device) != nullptr) ? &md : nullptr,
+                         &retired);
     if (status == UCS_INPROGRESS) {
         deferred_.push_back(device);
     }
@@ -203,8 +236,8 @@ std::string Node::home_rail(const std::string &device)
     return (it == homes_.end()) ? std::string() : it->second;
 }
 
-/* Caller holds mutex_. UCS_INPROGRESS: it waits for the process's GPU. */
-ucs_status_t Node::start_relay(const std::string &device, const InnerMd *md)
+ucs_status_t Node::start_relay(const std::string &device, const InnerMd *md,
+                               Retired *retired)
 {
     const std::string rail = rail_of(settings_, device);
     if (std::any_of(relays_.begin(), relays_.end(),
@@ -253,6 +286,7 @@ ucs_status_t Node::start_relay(const std::string &device, const InnerMd *md)
                 relays_.push_back(std::move(relay));
                 return UCS_OK;
             }
+            retired->push_back(std::move(net)); /* maybe its last holder */
         }
     }
     failed_rails_.push_back(rail);
@@ -280,7 +314,7 @@ void Node::notice_process_gpu(const void *ptr)
         std::lock_guard<std::mutex> guard(g_nodes_mutex);
         for (auto &entry : g_nodes) {
             std::shared_ptr<Node> node = entry.second.lock();
-            if ((node != nullptr) && (node->gpu() < 0)) {
+            if ((node != nullptr) && (node->gpu() < 0) && !node->inherited()) {
                 waiting.push_back(std::move(node));
             }
         }
@@ -295,7 +329,7 @@ void Node::notice_process_gpu(const void *ptr)
 }
 
 /* Engine thread, mutex_ held: the relays that waited for the GPU. */
-void Node::start_deferred()
+void Node::start_deferred(Retired *retired)
 {
     deferred_ready_.store(false, std::memory_order_relaxed);
     if ((engine_gpu_ != gpu()) && (use_gpu(gpu()) == UCS_OK)) {
@@ -313,7 +347,7 @@ void Node::start_deferred()
         ucs_debug("pxn: home of %s is %s (rail %s): %s", device.c_str(),
                   choice.device.c_str(), rail.c_str(), choice.reason.c_str());
         homes_[device] = rail;
-        if (start_relay(choice.device, nullptr) == UCS_INPROGRESS) {
+        if (start_relay(choice.device, nullptr, retired) == UCS_INPROGRESS) {
             deferred_.push_back(device);
         }
     }
@@ -352,9 +386,14 @@ void Node::fold_counters()
     uint64_t *to_fields     = &to.pieces;
     /* every field but last_completion_ns is a sum (lanes: a gauge, whose
      * decrements are additions of 2^64 - 1) */
-    constexpr size_t kSums = offsetof(abi::SenderCounters, last_completion_ns) /
-                             sizeof(uint64_t);
-    for (size_t i = 0; i < kSums; ++i) {
+    constexpr size_t kFields = offsetof(abi::SenderCounters, spare_misses) /
+                               sizeof(uint64_t) + 1;
+    constexpr size_t kLast   = offsetof(abi::SenderCounters, last_completion_ns) /
+                               sizeof(uint64_t);
+    for (size_t i = 0; i < kFields; ++i) {
+        if (i == kLast) {
+            continue;
+        }
         const uint64_t v = __atomic_exchange_n(&from_fields[i], 0, __ATOMIC_RELAXED);
         if (v != 0) {
             __atomic_fetch_add(&to_fields[i], v, __ATOMIC_RELAXED);
@@ -400,9 +439,10 @@ void Node::thread_init()
 
 unsigned Node::work()
 {
+    Retired retired; /* declared first: dropped after the unlock */
     std::lock_guard<std::mutex> guard(mutex_);
     if (deferred_ready_.load(std::memory_order_acquire)) {
-        start_deferred();
+        start_deferred(&retired);
     }
     unsigned work = 0;
     for (const Port &port : ports_) {

@@ -24,6 +24,12 @@
  * Failures: a relay that cannot start (no room in /dev/shm, GPU out of
  * memory, ...) is logged once; the process keeps sending through others.
  *
+ * fork(): a child's copy of the Node is the parent's (inherited(), fork.h):
+ * acquire() makes the child a Node of its own (a relay of its own), and
+ * the copy is never torn down in the child (no join of the parent's
+ * thread, no unlink of its registry entry, no close of its ports): its
+ * owners leak it there.
+ *
  * Threading: attach()/detach() and sender_for() from any thread (a mutex);
  * the engine thread holds the same mutex for each round. Never take the
  * mutex while holding a Net lock.
@@ -36,6 +42,7 @@
 #include "pxn_sender.h"
 
 #include <ucs/pxn/engine.h>
+#include <ucs/pxn/fork.h>
 #include <ucs/pxn/registry.h>
 #include <ucs/pxn/settings.h>
 #include <ucs/pxn/topology.h>
@@ -60,6 +67,8 @@ public:
     Node &operator=(const Node&) = delete;
 
     const Settings &settings() const { return settings_; }
+    /* A copy made by fork(): the parent's (fork.h). */
+    bool            inherited() const { return born_.inherited(); }
     Registry       &registry() const { return *registry_; }
     uint64_t        node_hash() const { return node_hash_; }
 
@@ -106,6 +115,8 @@ private:
     };
 
     explicit Node(const Settings &settings) : settings_(settings) {}
+    /* Destructor of an inherited copy: leaks what is the parent's. */
+    void         abandon();
     ucs_status_t start();
     /* Caller holds mutex_. */
     ucs_status_t port_for(const InnerMd &md, const std::string &device,
@@ -113,13 +124,20 @@ private:
     void         drop_port(Net *net);
     const InnerMd *md_of(const std::string &device);
     HomeChoice   choose(const std::string &device) const;
-    ucs_status_t start_relay(const std::string &device, const InnerMd *md);
-    void         start_deferred();
+    /* Ports the caller must drop once it released mutex_: closing a port
+     * takes mutex_ (drop_port). */
+    using Retired = std::vector<std::shared_ptr<Net>>;
+    /* Caller holds mutex_. UCS_INPROGRESS: it waits for the process's GPU.
+     * A port opened for a relay that then failed goes to *retired. */
+    ucs_status_t start_relay(const std::string &device, const InnerMd *md,
+                             Retired *retired);
+    void         start_deferred(Retired *retired);
     void         fold_counters();
     /* A route to (dev, iface) would reach this process (relay check).
      * Engine thread, mutex_ held. */
     bool         is_local(const Bytes &dev, const Bytes &iface) const;
 
+    ForkBorn                                born_;
     Settings                                settings_;
     std::unique_ptr<Registry>               registry_;
     uint64_t                                node_hash_ = 0;

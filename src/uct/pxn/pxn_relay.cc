@@ -54,7 +54,8 @@ ucs_status_t Relay::create(const Params &params, const Settings &settings,
     }
     relay->pieces_.resize(settings.inflight_depth);
     for (Piece &piece : relay->pieces_) {
-        piece.relay = relay.get();
+        piece.relay      = relay.get();
+        piece.done.piece = &piece;
         status      = piece.snapshot.init(settings.geometry.max_plan);
         if (status != UCS_OK) {
             ucs_error("pxn: out of memory for relay descriptors");
@@ -313,15 +314,31 @@ void Relay::check_stall(Lane &lane)
     }
 }
 
+bool Relay::fenced(const Lane &lane) const
+{
+    const abi::LaneOwner &owner = lane.block.owner();
+    return (abi::load_acquire(lane.block.producer().abandoned) == lane.epoch) ||
+           (abi::load_relaxed(owner.lane_epoch) != lane.epoch) ||
+           (abi::load_relaxed(owner.state) != abi::kLaneClaimed);
+}
+
 unsigned Relay::start_piece(Lane &lane)
 {
     abi::LaneProducer &producer = lane.block.producer();
     if ((lane.epoch == 0) || lane.refused ||
-        (abi::load_relaxed(lane.block.owner().lane_epoch) != lane.epoch) ||
         (abi::load_acquire(producer.doorbell) < lane.next_seq) ||
         (lane.tracker.check(lane.next_seq) != UCS_OK)) {
         check_stall(lane);
         return 0;
+    }
+    if (fenced(lane)) {
+        /* Published before its sender gave up on it: never forwarded. */
+        const uint64_t seq = lane.next_seq++;
+        abi::store_release(lane.block.consumer().consumed, seq);
+        abi::bump(counters_->fenced);
+        complete_piece(&lane.block.completion(0), &lane.block.consumer(),
+                       &lane.tracker, seq, UCS_ERR_CANCELED);
+        return 1;
     }
     lane.stalled_since = 0;
     Piece *piece = free_piece();
@@ -383,9 +400,9 @@ unsigned Relay::start_piece(Lane &lane)
     piece->has_op    = false;
     piece->slicer.reset(policy_, piece->snapshot.plans(),
                         piece->snapshot.header().plan_count);
-    piece->comp.func   = piece_completed;
-    piece->comp.count  = 1; /* guard while posting */
-    piece->comp.status = UCS_OK;
+    piece->done.comp.func   = piece_completed;
+    piece->done.comp.count  = 1; /* guard while posting */
+    piece->done.comp.status = UCS_OK;
     routes_->piece_started(route);
     ++lane.inflight;
     ++inflight_;
@@ -405,6 +422,12 @@ void Relay::post(Piece &piece)
     piece.posting = true;
     while ((piece.status == UCS_OK) &&
            (piece.has_op || piece.slicer.next(&piece.op))) {
+        if (fenced(lane)) {
+            piece.status = UCS_ERR_CANCELED;
+            piece.has_op = false;
+            abi::bump(counters_->fenced);
+            break;
+        }
         piece.has_op = true;
         uct_iov_t iov;
         iov.buffer   = lane.slots.base + piece.slot_base + piece.op.slot_offset;
@@ -413,14 +436,14 @@ void Relay::post(Piece &piece)
         iov.stride   = 0;
         iov.count    = 1;
         const uct_rkey_t rkey = lane.rkeys[piece.op.rkey_index].bundle.rkey;
-        ++piece.comp.count;
+        ++piece.done.comp.count;
         ucs_status_t status =
                 get ? net_->get_zcopy(ep, &iov, piece.op.remote_addr, rkey,
-                                      &piece.comp) :
+                                      &piece.done.comp) :
                       net_->put_zcopy(ep, &iov, piece.op.remote_addr, rkey,
-                                      &piece.comp);
+                                      &piece.done.comp);
         if (status != UCS_INPROGRESS) {
-            --piece.comp.count;
+            --piece.done.comp.count;
         }
         if (status == UCS_ERR_NO_RESOURCE) {
             break; /* retried in a later round */
@@ -431,14 +454,14 @@ void Relay::post(Piece &piece)
         }
     }
     piece.posting = false;
-    if (!piece.has_op && (--piece.comp.count == 0)) {
+    if (!piece.has_op && (--piece.done.comp.count == 0)) {
         finish(piece);
     }
 }
 
 void Relay::piece_completed(uct_completion_t *comp)
 {
-    Piece *piece = reinterpret_cast<Piece*>(comp);
+    Piece *piece = ucs_container_of(comp, PieceCompletion, comp)->piece;
     if (!piece->posting) {
         piece->relay->finish(*piece);
     }
@@ -448,7 +471,7 @@ void Relay::finish(Piece &piece)
 {
     Lane &lane = *piece.lane;
     ucs_status_t status = (piece.status != UCS_OK) ? piece.status :
-                                                     piece.comp.status;
+                                                     piece.done.comp.status;
     for (uint64_t bits = piece.rkeys; bits != 0; bits &= bits - 1) {
         --lane.rkeys[__builtin_ctzll(bits)].users;
     }

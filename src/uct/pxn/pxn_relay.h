@@ -27,7 +27,13 @@
  *   flight: a descriptor that names a key rewritten meanwhile is refused;
  * - a lane whose sender committed a descriptor but never rang its doorbell
  *   keeps the relay polling for at most kStallNs; then the owner's
- *   liveness is checked every kStallNs and a dead owner's lane is freed.
+ *   liveness is checked every kStallNs and a dead owner's lane is freed;
+ * - the fence: no inner operation of a piece is posted (first or any later
+ *   slice, or a retry) once its sender gave up on the lane incarnation
+ *   (LaneProducer::abandoned, written before the sender reports the
+ *   failure) or let go of the lane: such pieces end as UCS_ERR_CANCELED
+ *   and count as `fenced`. What was posted before stays with the inner
+ *   transport.
  */
 #ifndef PXN_UCT_PXN_RELAY_H_
 #define PXN_UCT_PXN_RELAY_H_
@@ -44,6 +50,7 @@
 
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace pxn {
@@ -113,8 +120,18 @@ private:
         bool                  refused   = false; /* acknowledged unusable */
     };
 
+    struct Piece;
+    /* The completion of a piece's inner operations: standard layout, so
+     * that the callback gets back to the piece (ucs_container_of). */
+    struct PieceCompletion {
+        uct_completion_t comp;
+        Piece           *piece;
+    };
+    static_assert(std::is_standard_layout<PieceCompletion>::value,
+                  "ucs_container_of needs a standard-layout type");
+
     struct Piece {
-        uct_completion_t   comp; /* first: the callback casts back */
+        PieceCompletion    done{};
         Relay             *relay  = nullptr;
         Lane              *lane   = nullptr;
         uint64_t           seq    = 0;
@@ -144,6 +161,8 @@ private:
     }
     void     set_held(Lane &lane, uint32_t route, bool held);
     unsigned start_piece(Lane &lane);
+    /* The fence (above): nothing more of this incarnation goes out. */
+    bool     fenced(const Lane &lane) const;
     uint64_t refresh_rkeys(Lane &lane, const DescriptorSnapshot &snapshot);
     void     post(Piece &piece);
     void     finish(Piece &piece);

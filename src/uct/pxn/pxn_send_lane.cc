@@ -365,17 +365,28 @@ void SendLane::request_piece_done(SendRequest *req, ucs_status_t status)
     }
 }
 
-void SendLane::finish_request(SendRequest *req)
+/* A completion callback may post again (and so end requests): each call
+ * delivers the batch that ended before it. */
+unsigned SendLane::deliver()
 {
-    control_.rkey_drop(req->rkey_index);
-    if (req->status != UCS_OK) {
-        count(counters_->failed_ops);
+    if (!delivering_.empty()) {
+        return 0; /* called from a completion callback */
     }
-    if (req->comp != nullptr) {
-        uct_invoke_completion(req->comp, req->status);
+    delivering_.swap(finished_);
+    for (SendRequest *req : delivering_) {
+        control_.rkey_drop(req->rkey_index);
+        if (req->status != UCS_OK) {
+            count(counters_->failed_ops);
+        }
+        if (req->comp != nullptr) {
+            uct_invoke_completion(req->comp, req->status);
+        }
+        req->owner->op_done(req->status);
+        free_request(req);
     }
-    req->owner->op_done(req->status);
-    free_request(req);
+    const unsigned work = static_cast<unsigned>(delivering_.size());
+    delivering_.clear();
+    return work;
 }
 
 /* Completions are read ahead of returning slots: a GET piece's copies out
@@ -444,8 +455,9 @@ ucs_status_t SendLane::copy_out(uint32_t slot, const SlotRecord &record)
     return status;
 }
 
-unsigned SendLane::progress()
+unsigned SendLane::advance_control(bool *data)
 {
+    *data = false;
     if (failed_) {
         return 0;
     }
@@ -488,8 +500,23 @@ unsigned SendLane::progress()
             return 1;
         }
     }
-    if (failed_) {
-        return work;
+    *data = !failed_;
+    return work;
+}
+
+unsigned SendLane::progress_control()
+{
+    bool data;
+    return advance_control(&data);
+}
+
+unsigned SendLane::progress()
+{
+    bool data;
+    unsigned work = deliver();
+    work         += advance_control(&data);
+    if (!data) {
+        return work + deliver();
     }
     work += reap();
     if (!stager_->idle() && (stager_->progress() != 0)) {
@@ -508,13 +535,17 @@ unsigned SendLane::progress()
         ++work;
     }
     check_health();
-    return work;
+    return work + deliver();
 }
 
 bool SendLane::idle() const
 {
-    return queue_.empty() && !builder_.is_open() &&
-           (records_.empty() || window_.drained());
+    if (!finished_.empty()) {
+        return false;
+    }
+    return failed_ ||
+           (queue_.empty() && !builder_.is_open() &&
+            (records_.empty() || window_.drained()));
 }
 
 } // namespace uct

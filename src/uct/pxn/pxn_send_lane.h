@@ -116,9 +116,10 @@ public:
     bool            failed() const { return control_.failed(); }
 
     /* Immediate staging (short/bcopy): pack(dest) writes at most
-     * max_length bytes and returns how many; they are staged when this
-     * returns UCS_OK. owner->op_done() follows when the relay delivered them
-     * (not called for 0 bytes). */
+     * max_length bytes and returns how many (ssize_t), or a negative
+     * ucs_status_t that this returns; they are staged when this returns
+     * UCS_OK. owner->op_done() follows when the relay delivered them (not
+     * called for 0 bytes). */
     template<typename Pack>
     ucs_status_t put_now(SendOwner *owner, uint32_t route, uint32_t rkey,
                          uint64_t remote_addr, size_t max_length, Pack &&pack,
@@ -138,13 +139,34 @@ public:
                       uint32_t rkey, uint64_t remote_addr, const uct_iov_t *iov,
                       size_t iovcnt, uct_completion_t *comp);
 
-    /* Opens, reaps, stages, publishes; returns the work done. */
+    /* Ends the requests of `owner` none of whose bytes were staged yet
+     * with UCS_ERR_CANCELED (delivered from progress). */
+    void     cancel(SendOwner *owner);
+    /* Any operation would be accepted now (UCT's pending_add BUSY): ready,
+     * nothing queued, ring credit for a new piece. No syscall. */
+    bool     has_room() const
+    {
+        return usable_at(monotonic_ns()) && !failed_ && queue_.empty() &&
+               !window_.needs_reestablish() &&
+               (window_.in_flight() < geometry_.slots);
+    }
+    /* The control path only: claim, acknowledgement, route mailboxes and
+     * spares; nothing is reaped, staged or completed (the bounded wait of
+     * an ep-to-ep uct_ep_create for a spare relay ep). */
+    unsigned progress_control();
+    /* Opens, reaps, stages, publishes, and delivers the completions of
+     * requests that ended (the only place they are delivered: never inside
+     * a posting call, UCT's rule); returns the work done. */
     unsigned progress();
     /* Publishes the open piece (flush). */
     void     publish_open();
-    /* Fails everything not yet completed (relay gone). */
+    /* Fails everything not yet completed (relay gone); the completions go
+     * from progress(). */
     void     fail_all(ucs_status_t status);
+    /* Nothing queued, open, in flight or waiting for delivery. */
     bool     idle() const;
+    /* Failed, and every completion delivered: nothing left to progress. */
+    bool     spent() const { return failed_ && finished_.empty(); }
     /* See LaneControl::check_relay_alive(); fails the lane's work when the
      * relay is gone. */
     bool     check_relay_alive(bool force = false);
@@ -175,13 +197,17 @@ private:
     bool         alive(bool force);
     /* The lane became usable: window, records, stager. */
     ucs_status_t start(bool renewed);
+    /* progress_control() of an open lane; *data: the data path may run. */
+    unsigned     advance_control(bool *data);
     /* A request from the pool, its fields reset and these set. */
     SendRequest *alloc_request(SendOwner *owner, abi::Op op, uint32_t route,
                                uint32_t rkey, uint64_t remote_addr,
                                uct_completion_t *comp);
     void         free_request(SendRequest *req);
     void         request_piece_done(SendRequest *req, ucs_status_t status);
-    void         finish_request(SendRequest *req);
+    /* The request ended: its completion waits for deliver(). */
+    void         finish_request(SendRequest *req) { finished_.push_back(req); }
+    unsigned     deliver();
     bool         open_piece(abi::Op op, uint32_t route);
     SlotRecord  &open_record()
     {
@@ -220,6 +246,8 @@ private:
 
     std::vector<SlotRecord>       records_;
     std::deque<SendRequest*>      queue_;
+    std::vector<SendRequest*>     finished_;   /* ended, not yet delivered */
+    std::vector<SendRequest*>     delivering_; /* deliver()'s batch */
     std::vector<SendRequest*>     pool_;
     std::vector<std::unique_ptr<SendRequest>> requests_;
     uint64_t                      now_ns_ = 0; /* see tick() */
@@ -245,7 +273,11 @@ ucs_status_t SendLane::put_now(SendOwner *owner, uint32_t route, uint32_t rkey,
     }
     const uint32_t slot   = slot_of(builder_.seq(), geometry_.slots);
     const uint64_t offset = builder_.length();
-    *length = pack(stager_->pack_area(slot, offset, max_length));
+    const ssize_t packed  = pack(stager_->pack_area(slot, offset, max_length));
+    if (packed < 0) {
+        return static_cast<ucs_status_t>(packed); /* nothing was added */
+    }
+    *length = static_cast<size_t>(packed);
     if (*length == 0) {
         return UCS_OK; /* nothing to deliver */
     }

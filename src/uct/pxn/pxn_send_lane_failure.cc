@@ -45,6 +45,9 @@ void SendLane::fail_all(ucs_status_t status)
         control_.fail(status); /* never became ready */
         return;
     }
+    /* The fence: a relay that resumes (a stopped one, declared dead) must
+     * not forward what its sender reports as failed below. */
+    abi::store_seq_cst(control_.block().producer().abandoned, window_.epoch());
     /* Copies out of slots not yet returned end before their requests do. */
     if (read_ > window_.reaped()) {
         stager_->wait_out();
@@ -65,6 +68,21 @@ void SendLane::fail_all(ucs_status_t status)
         give_up(req, status);
     }
     control_.fail(status);
+}
+
+void SendLane::cancel(SendOwner *owner)
+{
+    for (auto it = queue_.begin(); it != queue_.end();) {
+        SendRequest *req = *it;
+        if ((req->owner != owner) || req->cursor.started() || (req->pieces != 0)) {
+            ++it;
+            continue;
+        }
+        it          = queue_.erase(it);
+        req->status = UCS_ERR_CANCELED;
+        req->staged = true;
+        finish_request(req);
+    }
 }
 
 void SendLane::give_up(SendRequest *req, ucs_status_t status)

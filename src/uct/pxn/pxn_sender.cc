@@ -69,6 +69,9 @@ ucs_status_t Sender::lane_for(uint32_t rail, const std::string &inner_tl,
             *lane_p = it->second;
             return UCS_OK;
         }
+        if (!it->second->spent()) {
+            retired_.push_back(it->second); /* completions to deliver */
+        }
         lanes_.erase(it); /* its endpoints keep it until they move */
     }
 
@@ -145,12 +148,21 @@ unsigned Sender::progress()
     for (auto &entry : lanes_) {
         work += entry.second->progress();
     }
+    if (!retired_.empty()) {
+        for (auto &lane : retired_) {
+            work += lane->progress();
+        }
+        retired_.erase(std::remove_if(retired_.begin(), retired_.end(),
+                                      [](const auto &l) { return l->spent(); }),
+                       retired_.end());
+    }
     return work;
 }
 
 bool Sender::idle() const
 {
-    return std::all_of(lanes_.begin(), lanes_.end(),
+    return retired_.empty() &&
+           std::all_of(lanes_.begin(), lanes_.end(),
                        [](const auto &entry) { return entry.second->idle(); });
 }
 

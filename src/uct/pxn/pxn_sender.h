@@ -9,7 +9,8 @@
  *
  * Lanes open in the background (pxn_lane_control.h): lane_for() returns
  * at once. A lane whose relay failed is replaced by the next lane_for();
- * endpoints still on the old one keep it until they move.
+ * endpoints still on the old one keep it until they move, and progress()
+ * keeps driving it until it delivered the completions of its requests.
  *
  * Threading: the worker's thread only (UCT's thread model).
  */
@@ -75,6 +76,8 @@ private:
     std::shared_ptr<Node>                  node_;
     ProcessIdentity                        self_;
     std::map<Key, std::shared_ptr<SendLane>> lanes_;
+    std::vector<std::shared_ptr<SendLane>> retired_; /* failed, replaced, not
+                                                        spent yet */
     std::vector<PeerInfo>                  peers_;
     uint64_t                               peers_time_ns_ = 0;
     std::set<uint32_t>                     crowded_rails_; /* warned: >1 relay */

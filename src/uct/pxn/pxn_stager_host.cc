@@ -51,15 +51,20 @@ ucs_status_t HostStager::ready()
 void HostStager::add(uint32_t slot, const void *src, uint64_t offset,
                      uint64_t length)
 {
-    if (gpu_sources_) {
-        copy_any(slot_ptr(slot) + offset, src, length);
-    } else {
+    if (!gpu_sources_) {
         memcpy(slot_ptr(slot) + offset, src, length);
+        return;
     }
+    const ucs_status_t status = copy_to_host(slot_ptr(slot) + offset, src,
+                                             length);
+    add_status_ = (status != UCS_OK) ? status : add_status_;
 }
 
 ucs_status_t HostStager::commit(uint64_t seq, uint32_t, abi::Op)
 {
+    if (add_status_ != UCS_OK) {
+        return add_status_; /* not published: the lane is quarantined */
+    }
     abi::store_release(producer_->doorbell, seq);
     return UCS_OK;
 }
@@ -68,10 +73,9 @@ ucs_status_t HostStager::copy_out(uint32_t slot, uint64_t offset, void *dest,
                                   uint64_t length)
 {
     if (gpu_sources_) {
-        copy_any(dest, slot_ptr(slot) + offset, length);
-    } else {
-        memcpy(dest, slot_ptr(slot) + offset, length);
+        return copy_from_host(dest, slot_ptr(slot) + offset, length);
     }
+    memcpy(dest, slot_ptr(slot) + offset, length);
     return UCS_OK;
 }
 

@@ -2,7 +2,9 @@
  * Staging into a relay's host arena (a shared-memory file mapped here):
  * bytes are copied when they are added (the CPU copies host sources, the
  * driver GPU sources), so a piece is complete when commit() rings its
- * doorbell with a release store. pxn_stager.h has the contract.
+ * doorbell with a release store. A copy the driver failed fails the
+ * piece's commit (the doorbell is not rung). pxn_stager.h has the
+ * contract.
  */
 #ifndef PXN_UCT_PXN_STAGER_HOST_H_
 #define PXN_UCT_PXN_STAGER_HOST_H_
@@ -45,6 +47,7 @@ private:
     uint64_t           slot_size_ = 0;
     uint32_t           slots_     = 0;
     bool               gpu_sources_ = false; /* sources may be GPU memory */
+    ucs_status_t       add_status_  = UCS_OK; /* a failed copy of the piece */
     abi::LaneProducer *producer_  = nullptr;
 };
 

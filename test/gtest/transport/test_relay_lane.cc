@@ -118,6 +118,50 @@ TEST_F(RelayLane, PutOfSeveralSlotsLandsInTargetMemory)
     EXPECT_TRUE(lane->idle());
 }
 
+/* The fence: a sender that gave up on its lane (relay declared dead) has
+ * reported its published pieces failed; the relay, still holding one piece
+ * in flight (so it keeps the released lane), forwards none of the others. */
+TEST_F(RelayLane, RelayForwardsNothingOfALaneItsSenderGaveUpOn)
+{
+    std::unique_ptr<SendLane> lane;
+    pxn::RouteAnswer route;
+    ASSERT_NO_FATAL_FAILURE(open_route(1 << 20, 3, &lane, &route));
+    const auto src = pattern(4 * 65536, 9);
+    const uint32_t rkey = lane_rkey(*lane);
+    TestOwner owner;
+    Completion comps[4];
+    for (unsigned i = 0; i < 4; ++i) { /* a piece each, all published */
+        const uct_iov_t iov = {const_cast<uint8_t*>(src.data()) + i * 65536,
+                               65536, nullptr, 0, 1};
+        ASSERT_EQ(UCS_INPROGRESS,
+                  lane->post(&owner, pxn::abi::kOpPut, route.route, rkey,
+                             reinterpret_cast<uint64_t>(target_.data()) + i * 65536,
+                             &iov, 1, &comps[i].comp));
+    }
+    net_->hold(true);
+    {
+        std::lock_guard<std::mutex> guard(net_->lock());
+        relay_->progress(); /* takes the first piece only */
+    }
+    ASSERT_EQ(1u, net_->inflight());
+    lane->fail_all(UCS_ERR_ENDPOINT_TIMEOUT);
+    ASSERT_TRUE(drive([&] { return owner.done.size() == 4; }, 100));
+    for (unsigned i = 0; i < 4; ++i) {
+        EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, comps[i].comp.status) << i;
+    }
+    for (int i = 0; i < 100; ++i) {
+        round(); /* the relay has every chance to forward the other three */
+    }
+    EXPECT_EQ(1u, net_->stats().puts);
+    EXPECT_EQ(3u, relay_counters().fenced);
+    net_->hold(false);
+    net_->release_all();
+    ASSERT_TRUE(drive([&] { return relay_counters().inflight == 0; }));
+    EXPECT_EQ(1u, net_->stats().puts);
+    EXPECT_EQ(0, memcmp(target_.data(), src.data(), 65536)); /* posted before */
+    EXPECT_EQ(0u, target_[65536]);
+}
+
 TEST_F(RelayLane, GetFillsTheLocalBufferFromTargetMemory)
 {
     std::unique_ptr<SendLane> lane;

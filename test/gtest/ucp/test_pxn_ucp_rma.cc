@@ -144,6 +144,37 @@ TEST_F(PxnUcp, RmaCheckCrossRailWithA64MiBRegistryFileSystem)
             << tail(initiator_log_);
 }
 
+/* With short credit timeouts and no fallback, 8 KiB gets and puts that
+ * find the ring full end in errors UCP reports (exit status 3), never in
+ * UCP's abort on a completion inside the posting call. */
+TEST_F(PxnUcp, RmaCheckCreditTimeoutsEndInErrorsNeverInAnAbort)
+{
+    int port   = 14130;
+    int failed = 0;
+    for (const std::string timeout : {"1us", "1ms"}) {
+        const std::vector<std::string> env = {"UCX_PXN_CREDIT_TIMEOUT=" + timeout,
+                                              "UCX_PXN_FALLBACK=n"};
+        BackgroundProcess *r01 = relay(Inner::kCma, kRelay01, env);
+        BackgroundProcess *r10 = relay(Inner::kCma, kRelay10, env);
+        BackgroundProcess *target = rma_target(port, env);
+        ASSERT_TRUE(r01 && r10 && target);
+        BackgroundProcess *in = rma_initiator(
+                port++, {"--min-block", "8192", "--max-block", "8192", "--rounds",
+                         "1", "--deadline", deadline(15)}, env);
+        ASSERT_NE(nullptr, in);
+        const int status = in->wait(scaled_ms(25000));
+        const std::string log = in->output();
+        EXPECT_TRUE((status == 0) || (status == 3)) << timeout << ": " << status
+                                                    << "\n" << tail(log);
+        EXPECT_EQ(std::string::npos, log.find("Assertion")) << tail(log);
+        failed += (status == 3);
+        target->wait(scaled_ms(10000));
+        stop_relay(r01);
+        stop_relay(r10);
+    }
+    EXPECT_GE(failed, 1) << "no credit timeout happened: nothing was tested";
+}
+
 TEST_F(PxnUcp, RmaCheckRelayKilledDuringPutsFailsTheInitiator)
 {
     relay_killed_during_puts(14109, {});

@@ -23,7 +23,7 @@ namespace abi = pxn::abi;
 TEST(AbiLayout, ConstantsArePinned)
 {
     EXPECT_EQ(0, std::memcmp(&abi::kMagic, "oUCXPXN1", 8));
-    EXPECT_EQ(5u, abi::kAbiVersion);
+    EXPECT_EQ(6u, abi::kAbiVersion);
     EXPECT_EQ(1u, abi::kLaneKeepRoutes);
     EXPECT_EQ(64u, abi::kCacheLine);
     EXPECT_EQ(64u, abi::kNameMax);
@@ -108,8 +108,10 @@ TEST(AbiLayout, CountersSitBetweenHeaderAndLanes)
     EXPECT_EQ(88u, offsetof(abi::RelayCounters, lane_commit_ns));
     EXPECT_EQ(96u, offsetof(abi::RelayCounters, warm_claims));
     EXPECT_EQ(104u, offsetof(abi::RelayCounters, lanes_backed));
+    EXPECT_EQ(112u, offsetof(abi::RelayCounters, fenced));
     EXPECT_EQ(72u, offsetof(abi::SenderCounters, lane_open_ns));
     EXPECT_EQ(80u, offsetof(abi::SenderCounters, lane_map_ns));
+    EXPECT_EQ(88u, offsetof(abi::SenderCounters, spare_misses));
     EXPECT_EQ(16u, offsetof(abi::SenderCounters, credit_stalls));
     EXPECT_EQ(40u, offsetof(abi::SenderCounters, fallback_bytes));
     EXPECT_EQ(48u, offsetof(abi::SenderCounters, lanes));
@@ -139,7 +141,8 @@ TEST(AbiLayout, LaneHeaderBlocks)
     EXPECT_FIELD(LaneProducer, head, 0, 8);
     EXPECT_FIELD(LaneProducer, doorbell, 8, 8);
     EXPECT_FIELD(LaneProducer, reaped, 16, 8);
-    EXPECT_FIELD(LaneProducer, reserved, 24, 40);
+    EXPECT_FIELD(LaneProducer, abandoned, 24, 8);
+    EXPECT_FIELD(LaneProducer, reserved, 32, 32);
 
     EXPECT_EQ(64u, sizeof(abi::LaneConsumer));
     EXPECT_FIELD(LaneConsumer, consumed, 0, 8);

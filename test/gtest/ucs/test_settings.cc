@@ -147,6 +147,20 @@ TEST(Settings, PxnIsRequestedByUcxTlsOrByEnable)
     EXPECT_TRUE(pxn::pxn_requested(s, nullptr));
 }
 
+TEST(Settings, RawEnvironmentTellsWhetherPxnWasAskedBeforeAnyParsing)
+{
+    EXPECT_FALSE(pxn::pxn_asked(nullptr, nullptr));
+    EXPECT_FALSE(pxn::pxn_asked("", "tcp"));
+    EXPECT_FALSE(pxn::pxn_asked("AUTO", "all"));
+    EXPECT_TRUE(pxn::pxn_asked(nullptr, "pxn,tcp"));
+    EXPECT_TRUE(pxn::pxn_asked("auto", "tcp,pxn:aux"));
+    EXPECT_FALSE(pxn::pxn_asked("n", "pxn,tcp"));
+    EXPECT_FALSE(pxn::pxn_asked("N", nullptr));
+    EXPECT_TRUE(pxn::pxn_asked("y", nullptr));
+    /* not a value of the table: asked, so that the parser reports it */
+    EXPECT_TRUE(pxn::pxn_asked("yes", "tcp"));
+}
+
 TEST(Settings, DefaultGeometryShrinksToAQuarterOfASmallFileSystem)
 {
     pxn::Settings s;

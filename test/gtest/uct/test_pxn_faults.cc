@@ -1,8 +1,9 @@
 /*
  * Failure behaviour beyond a killed relay or sender (test_pxn_put.cc): a
  * relay killed before any publication, restarted under held pieces or
- * killed at random moments (while it writes completions), a frozen relay,
- * a target dying under the relay's writes, two relays on one rail, a
+ * killed at random moments (while it writes completions), a frozen relay
+ * (and the fence that keeps what its sender failed from going out after
+ * it thaws), a target dying under the relay's writes, two relays on one rail, a
  * sequence wrap, and a hostile process scribbling over its lane.
  * Every wait is bounded; bytes and canaries are verified.
  */
@@ -229,6 +230,49 @@ TEST_F(PxnFaults, RelayFrozenPastTheHeartbeatTimeoutFailsItsPiecesAndRecovers)
     ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
     EXPECT_EQ("Success", put(sender, t, 1 << 20, 65536));
     EXPECT_EQ("ok", target->call("check 61 0 1048576"));
+}
+
+/* The fence: a relay frozen while it forwards is declared dead by its
+ * sender, which fails every published piece; thawed, the relay finishes
+ * the piece it had handed to its inner transport, and forwards none of
+ * the pieces it had not taken yet (one in flight at most here, so that
+ * published pieces wait in the ring). */
+TEST_F(PxnFaults, PiecesFailedOnAFrozenRelayAreNeverForwardedAfterItThaws)
+{
+    std::vector<std::string> env = kHeartbeatDecides;
+    env.push_back("UCX_PXN_INFLIGHT_DEPTH=1");
+    const size_t size = 64 << 20;
+    auto [relay, target, sender, t] = cross_rail(size, 73, env);
+    ASSERT_TRUE(relay && target && sender);
+    ASSERT_TRUE(sender->send(put_cmd(t, size, 1 << 20)));
+    ASSERT_TRUE(wait_forwarding(relay)) << "the put did not start";
+    ASSERT_TRUE(relay->stop());
+    const pxn::abi::RelayCounters frozen = counters(0, relay).relay;
+    const uint64_t taken = frozen.pieces + frozen.failed_pieces + frozen.inflight;
+
+    std::string done;
+    ASSERT_GE(seconds_to_answer(sender, &done, scaled_ms(10000)), 0)
+            << "sender hung behind a frozen relay";
+    EXPECT_EQ(ucs_status_string(UCS_ERR_ENDPOINT_TIMEOUT), status_of(done));
+    const uint64_t published = counters(0, sender).sender.pieces;
+    ASSERT_GT(published, taken) << "no piece waited in the ring: nothing to fence";
+
+    const uint64_t beat = heartbeat_ns(0, relay->pid());
+    relay->kill(SIGCONT);
+    ASSERT_TRUE(pxn_test::wait_until([&] {
+        return heartbeat_ns(0, relay->pid()) > beat;
+    }, 5)) << "no heartbeat after SIGCONT";
+    /* the piece it had taken ends; none it had not taken goes out (fenced,
+     * or dropped with the lane its sender released) */
+    ASSERT_TRUE(wait_counters(0, relay, [](const auto &c) {
+        return c.relay.inflight == 0;
+    }, 5));
+    pxn_test::hold_for(0.3, "a thawed relay forwards what is in its ring within "
+                            "microseconds");
+    const pxn::abi::RelayCounters thawed = counters(0, relay).relay;
+    EXPECT_LE(thawed.pieces + thawed.failed_pieces, taken)
+            << "pieces published before the freeze went out after the sender "
+               "had reported them failed";
 }
 
 TEST_F(PxnFaults, TargetKilledUnderTheRelaysWritesFailsOnlyItsOwnOperations)
