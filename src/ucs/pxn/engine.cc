@@ -1,5 +1,7 @@
 #include "engine.h"
 
+#include "fork.h"
+
 #include <ucs/debug/log_def.h>
 
 #include <cerrno>
@@ -23,6 +25,7 @@ ucs_status_t Engine::start(EngineClient *client, const Options &options)
         close_fds();
         return UCS_ERR_IO_ERROR;
     }
+    watch_forks();
     try {
         thread_ = std::thread(&Engine::loop, this);
     } catch (const std::exception &e) {
@@ -81,7 +84,12 @@ void Engine::loop()
     std::vector<pollfd> fds;
     unsigned idle = 0;
 
+    ForkGate::enter();
     while (!stop_.load(std::memory_order_acquire)) {
+        if (ForkGate::fork_pending()) {
+            ForkGate::leave(); /* the fork goes between two rounds */
+            ForkGate::enter();
+        }
         if (client_->work() != 0) {
             idle = 0;
             continue;
@@ -102,7 +110,9 @@ void Engine::loop()
         for (int fd : client_->wait_fds()) {
             fds.push_back({fd, POLLIN, 0});
         }
+        ForkGate::leave();
         const int ready = poll(fds.data(), fds.size(), options_.sleep_ms);
+        ForkGate::enter();
         if ((ready < 0) && (errno != EINTR)) {
             ucs_warn("pxn: engine poll failed: %m");
         }
@@ -117,6 +127,7 @@ void Engine::loop()
             idle = options_.spin_rounds - 1;
         }
     }
+    ForkGate::leave();
 }
 
 } // namespace pxn

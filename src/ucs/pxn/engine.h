@@ -13,6 +13,9 @@
  * rounds; then, if may_sleep() agrees (it must announce the sleep to
  * senders and re-check for work, see wakeup.h), the thread blocks in poll()
  * on the given fds for at most `sleep_ms` and calls woke() afterwards.
+ * The thread holds the ForkGate (fork.h) except while it sleeps and
+ * between two rounds when a fork is pending: a fork() of the process never
+ * catches it inside a round.
  */
 #ifndef PXN_ENGINE_H_
 #define PXN_ENGINE_H_

@@ -12,11 +12,20 @@
  * of destroying it. A child that uses pxn afresh makes new objects of its
  * own (its own relay among them).
  *
+ * Threads of pxn's own (the engine) must not be inside anything at the
+ * instant of fork() (UCX's memory hooks, an allocation, a lock of theirs):
+ * the child would find it held forever. ForkGate: such a thread holds the
+ * gate while it works and lets go of it between rounds when a fork is
+ * pending and before it blocks; fork() (the pthread_atfork prepare
+ * handler) waits until every such thread let go, so at most one of its
+ * rounds.
+ *
  * Contract:
  * - fork_generation() is 0 in a process that never forked from a pxn
  *   process, and grows by one in each child, at fork (a pthread_atfork
- *   child handler, installed by the first ForkBorn). Reading it is one
- *   relaxed atomic load: cheap enough for every operation.
+ *   child handler, installed by watch_forks(): the first ForkBorn or
+ *   Engine). Reading it is one relaxed atomic load: cheap enough for every
+ *   operation.
  * - Objects made before the first ForkBorn of the process count as the
  *   parent's: make one before anything whose ownership matters.
  * - Thread-safe.
@@ -29,6 +38,17 @@
 namespace pxn {
 
 uint64_t fork_generation();
+/* Installs the fork handlers (once; every call after the first is free). */
+void     watch_forks();
+
+class ForkGate {
+public:
+    /* Takes the gate (shared); waits while a fork is under way. */
+    static void enter();
+    static void leave();
+    /* A fork waits for this thread: leave() and enter() again soon. */
+    static bool fork_pending();
+};
 
 class ForkBorn {
 public:
