@@ -187,8 +187,20 @@ for size in ${sizes//,/ }; do
                                    else print "  -" }')
     printf '%6s | %s | %s | %6s | %s | %s\n' "$size" "$a" "$b" "$ratio" "$c" "$d"
 done
-if grep -q 'pxn/' "$log"/client-same-pxn-*.log; then
-    echo "WARNING: a same-rail pair used pxn:"; grep -h 'pxn/' "$log"/client-same-pxn-*.log
+# pxn_lanes <log...>: the lanes of UCP's endpoint configuration lines
+# (UCX 1.13: "ep_cfg[0]: rma(pxn/memory)"; 1.14 on: "... cfg#0
+# rma(pxn/memory) am(pxn/memory tcp/front)") where one is a pxn lane: a
+# <transport>/<device> inside a feature's parentheses. Only those lines,
+# from the configuration on: other lines name paths ("Version 1.13.1
+# (loaded from <UCX prefix>/lib/libucp.so.0)"), where "pxn/" can be part of
+# a directory's name.
+pxn_lanes() {
+    sed -nE -e 's/.*(ep_cfg\[[0-9]+\]:)/\1/p' -e 's/.*INFO +.* (cfg#[0-9]+ )/\1/p' "$@" |
+        grep -E '[( ]pxn/' || true
+}
+same_pxn=$(pxn_lanes "$log"/client-same-pxn-*.log)
+if [ -n "$same_pxn" ]; then
+    echo "WARNING: a same-rail pair used pxn:"; echo "$same_pxn"
 else
     echo "same-rail pairs: no pxn lane (ep_cfg lines in $log/client-same-pxn-*.log)"
 fi

@@ -96,7 +96,9 @@ run_set() (
         section "$seg $op without pxn (UCX_TLS=$plain)"
         pair "$seg-$op-plain" "$inner" "$plain" "$seg" "$op"
     done
-    grep -h -m3 'pxn/' "$out/$seg-WRITE-pt0-init.log" "$out/$seg-READ-pt0-init.log"
+    # pxn's lanes in UCP's lines ("rma(pxn/cuda)", "| pxn/cuda |"), not
+    # paths that hold "pxn/" (a checkout named ucx-pxn)
+    grep -h -m3 -E '[|( ]pxn/' "$out/$seg-WRITE-pt0-init.log" "$out/$seg-READ-pt0-init.log"
 )
 
 section "machine"

@@ -67,6 +67,8 @@ build=${PXN_BUILD_DIR:-$top/build}
 jobs=${PXN_JOBS:-$(nproc)}
 out=$top/gpu-carry
 
+# what pack_host.sh needs here (patchelf, installed as root), before the build
+bash "$top/contrib/gpu/pack_host.sh" --tools
 PXN_BUILD_DIR=$build bash "$top/contrib/build.sh"
 ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
 # The check programs (uct_gtest and the helpers it starts), none run here.

@@ -4,6 +4,14 @@
  *
  *   ucx_pxn_info [--group G | --all] [--base DIR] [--json]
  *                [--watch SECONDS [--count N]]
+ *   ucx_pxn_info --clean [--group G | --all] [--base DIR]
+ *
+ * --clean does what every pxn process does when it opens a registry, on
+ * demand: under the registry's lock it removes the entries of dead
+ * processes (control file, arena, wakeup FIFO; such files left without
+ * their control file) and frees the lanes that dead senders still held in
+ * live relays; it prints each entry it removed. It never removes a live
+ * process's entry, and never creates a registry.
  *
  * Registry: <base>/ucx-pxn-<euid>-<group>/ (base $UCX_PXN_REGISTRY_DIR or
  * /dev/shm, group $UCX_PXN_GROUP or "default"); --all: every ucx-pxn-<euid>-* directory,
@@ -16,14 +24,18 @@
  * and after fstat showed it has exactly the size that geometry gives; a
  * file truncated while it is read (SIGBUS) is reported, not fatal. Values
  * are snapshots of memory other processes write.
- * Exit: 0 something shown, 1 no registry or nothing in it, 2 bad usage.
+ * Exit: 0 something shown (--clean: cleaned, also when nothing was stale),
+ * 1 no registry or nothing in it (--clean: none, or not cleaned), 2 bad
+ * usage.
  */
 #include "info_report.h"
 #include "info_snapshot.h"
 
 #include <ucs/pxn/control_file.h>
+#include <ucs/pxn/registry.h>
 #include <ucs/pxn/settings.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +53,7 @@ struct Options {
     std::string group;
     bool        all   = false;
     bool        json  = false;
+    bool        clean = false;
     double      watch = 0;
     long        count = 0; /* refreshes with --watch; 0: until interrupted */
 };
@@ -60,6 +73,7 @@ int usage(const char *error)
     fprintf((error != nullptr) ? stderr : stdout,
             "usage: ucx_pxn_info [--group G | --all] [--base DIR] [--json]\n"
             "                    [--watch SECONDS [--count N]]\n"
+            "       ucx_pxn_info --clean [--group G | --all] [--base DIR]\n"
             "  --group G      registry group (default: $UCX_PXN_GROUP, else "
             "\"default\")\n"
             "  --all          every ucx-pxn-<uid>-* registry of this uid\n"
@@ -68,8 +82,66 @@ int usage(const char *error)
             "  --json         one JSON document\n"
             "  --watch S      refresh every S seconds until interrupted\n"
             "  --count N      with --watch: stop after N refreshes\n"
-            "exit status: 0 shown, 1 no registry or no entries, 2 bad usage\n");
+            "  --clean        remove dead processes' entries (and free the lanes\n"
+            "                 dead senders held), as a starting pxn process does\n"
+            "exit status: 0 shown (or cleaned), 1 no registry or no entries (or\n"
+            "             not cleaned), 2 bad usage\n");
     return (error != nullptr) ? 2 : 0;
+}
+
+/* --clean: each registry of `o` opened (so cleaned) as a pxn process opens
+ * it, and what that removed, from snapshots before and after. */
+int clean(const Options &o)
+{
+    std::string message;
+    const auto before = snapshot_registries(o.base, o.all, o.group, &message);
+    int rc = 0;
+    for (const RegistrySnapshot &reg : before) {
+        if (reg.uid != uint64_t(geteuid())) {
+            continue; /* another uid's: not ours to clean */
+        }
+        if (!reg.reason.empty()) {
+            printf("%s: not cleaned: %s\n", reg.path.c_str(), reg.reason.c_str());
+            rc = 1;
+            continue;
+        }
+        pxn::Settings settings;
+        settings.group = reg.group;
+        std::unique_ptr<pxn::Registry> registry;
+        pxn::CleanupStats cleaned;
+        if (pxn::Registry::open(settings, o.base, &registry, &cleaned) != UCS_OK) {
+            printf("%s: not cleaned (the line above says why)\n", reg.path.c_str());
+            rc = 1;
+            continue;
+        }
+        std::string unused;
+        const auto after = snapshot_registries(o.base, false, reg.group, &unused);
+        for (const EntrySnapshot &e : reg.entries) {
+            if (!is_stale(e.liveness) || ((e.kind != "ctl") && (e.kind != "init"))) {
+                continue;
+            }
+            const bool gone = after.empty() ||
+                              std::none_of(after[0].entries.begin(),
+                                           after[0].entries.end(),
+                                           [&](const EntrySnapshot &a) {
+                                               return a.name == e.name;
+                                           });
+            std::string files;
+            for (const std::string &f : e.files) {
+                files += (files.empty() ? ", with its " : " and ") + f + " file";
+            }
+            printf("%s %s: %s%s\n", gone ? "removed" : "still there:",
+                   e.name.c_str(), e.liveness.c_str(), files.c_str());
+        }
+        printf("%s: %u stale entries removed (%u files), %u lanes of dead "
+               "senders freed\n", reg.path.c_str(), cleaned.entries_removed,
+               cleaned.files_removed, cleaned.lanes_freed);
+    }
+    if (before.empty()) {
+        fprintf(stderr, "ucx_pxn_info: %s\n", message.c_str());
+        return 1;
+    }
+    return rc;
 }
 
 } // namespace
@@ -83,6 +155,7 @@ int main(int argc, char **argv)
             {"json", no_argument, nullptr, 'j'},
             {"watch", required_argument, nullptr, 'w'},
             {"count", required_argument, nullptr, 'n'},
+            {"clean", no_argument, nullptr, 'c'},
             {"help", no_argument, nullptr, 'h'},
             {nullptr, 0, nullptr, 0}};
     Options o;
@@ -94,7 +167,7 @@ int main(int argc, char **argv)
     }
     bool group_given = false;
     opterr = 0;
-    for (int opt; (opt = getopt_long(argc, argv, "b:g:ajw:n:h", long_options,
+    for (int opt; (opt = getopt_long(argc, argv, "b:g:ajw:n:ch", long_options,
                                      nullptr)) != -1;) {
         char *end = nullptr;
         switch (opt) {
@@ -102,6 +175,7 @@ int main(int argc, char **argv)
         case 'g': o.group = optarg; group_given = true; break;
         case 'a': o.all = true; break;
         case 'j': o.json = true; break;
+        case 'c': o.clean = true; break;
         case 'w':
             o.watch = strtod(optarg, &end);
             if ((*optarg == '\0') || (*end != '\0') || !(o.watch > 0) ||
@@ -129,6 +203,11 @@ int main(int argc, char **argv)
         return usage("a group is 1-64 of [A-Za-z0-9_.-], not . or ..");
     } else if ((o.count != 0) && (o.watch == 0)) {
         return usage("--count needs --watch");
+    } else if (o.clean && (o.json || (o.watch > 0))) {
+        return usage("--clean goes with neither --json nor --watch");
+    }
+    if (o.clean) {
+        return clean(o);
     }
 
     struct sigaction sa = {};

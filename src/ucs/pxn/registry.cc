@@ -88,7 +88,8 @@ ucs_status_t Registry::Lock::acquire(LockWait wait)
 Registry::~Registry() = default;
 
 ucs_status_t Registry::open(const Settings &settings, const std::string &base_dir,
-                            std::unique_ptr<Registry> *registry)
+                            std::unique_ptr<Registry> *registry,
+                            CleanupStats *cleaned)
 {
     if (!is_valid_group_name(settings.group)) {
         ucs_warn("pxn: UCX_PXN_GROUP='%s' is not a valid group name (1-64 "
@@ -130,7 +131,7 @@ ucs_status_t Registry::open(const Settings &settings, const std::string &base_di
     if (status != UCS_OK) {
         return status;
     }
-    status = r->cleanup();
+    status = r->cleanup(cleaned);
     if (status != UCS_OK) {
         return status;
     }

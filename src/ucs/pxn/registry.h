@@ -106,11 +106,13 @@ public:
 
     /* Opens (creating when missing) <base_dir>/ucx-pxn-<euid>-<group>/ for
      * settings.group, settings.geometry, settings.heartbeat_timeout and the
-     * node id (settings.node_id, else the boot id), then runs cleanup().
+     * node id (settings.node_id, else the boot id), then runs cleanup()
+     * (what it did into *cleaned, when given).
      * UCS_ERR_INVALID_PARAM: bad group name or geometry; UCS_ERR_REJECTED:
      * unsafe directory; both logged once. */
     static ucs_status_t open(const Settings &settings, const std::string &base_dir,
-                             std::unique_ptr<Registry> *registry);
+                             std::unique_ptr<Registry> *registry,
+                             CleanupStats *cleaned = nullptr);
     static ucs_status_t open(const Settings &settings,
                              std::unique_ptr<Registry> *registry)
     {

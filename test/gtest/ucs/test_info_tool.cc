@@ -332,6 +332,47 @@ TEST_F(InfoToolTest, ShowsDeadAndPidReusedEntriesAsStaleAndLeavesThem)
     EXPECT_EQ(before, files()); /* no cleanup */
 }
 
+TEST_F(InfoToolTest, CleanRemovesDeadEntriesAndLeavesLiveOnes)
+{
+    registry_ = open_registry();
+    ASSERT_NE(nullptr, registry_);
+    relay_ = published_entry(registry_.get(), &arena_); /* this process: live */
+    ASSERT_NE(nullptr, relay_);
+    ForkedChild *victim = start_processes(1)[0];
+    const std::string pid = std::to_string(victim->pid());
+    victim->kill(SIGKILL);
+    EXPECT_EQ(-SIGKILL, victim->wait());
+    const std::set<std::string> before = files();
+    /* .lock, our ctl + arena, the victim's ctl + arena + wake */
+    ASSERT_EQ(6u, before.size()) << ::testing::PrintToString(before);
+
+    const auto r = info({"--clean"});
+    ASSERT_EQ(0, r.exit_code) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find(": dead, with its arena file and "
+                                               "wake file")) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("1 stale entries removed (3 files)"))
+            << r.output;
+    std::set<std::string> left = files();
+    EXPECT_EQ(3u, left.size()) << r.output;
+    EXPECT_EQ(1u, left.count(relay_->control_name())) << r.output;
+    for (const std::string &f : left) {
+        EXPECT_EQ(std::string::npos, f.find("p" + pid + "-")) << f;
+    }
+
+    /* nothing stale: nothing removed, still success */
+    const auto again = info({"--clean"});
+    EXPECT_EQ(0, again.exit_code) << again.output;
+    EXPECT_EQ(left, files());
+    /* a group without a registry: an error, and none is created */
+    const auto none = pxn_test::run_program({tool(), "--base", base_.path(),
+                                             "--group", "nosuch", "--clean"},
+                                            {"UCX_PXN_GROUP="});
+    EXPECT_EQ(1, none.exit_code) << none.output;
+    EXPECT_NE(0, access((base_.path() + "/ucx-pxn-" + std::to_string(geteuid()) +
+                         "-nosuch").c_str(), F_OK));
+    EXPECT_EQ(2, info({"--clean", "--json"}).exit_code);
+}
+
 TEST_F(InfoToolTest, ShowsWhatItDoesNotReadWithTheReason)
 {
     ASSERT_NE(nullptr, open_registry());
