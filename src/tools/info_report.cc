@@ -170,6 +170,9 @@ void text_header(const EntrySnapshot &e, uint64_t now, std::string *out)
                       " (mapping %.1f ms)\n", r.lanes_backed, r.lane_commits,
                       r.lane_commit_ns / 1e6, r.warm_claims, s.lane_open_ns / 1e6,
                       s.lane_map_ns / 1e6);
+    *out += strformat("  held:   rkeys %" PRIu64 "; fenced pieces %" PRIu64
+                      "; sender spare_misses %" PRIu64 "\n", r.rkeys_held,
+                      r.fenced, s.spare_misses);
 }
 
 void text_entry(const EntrySnapshot &e, uint64_t now, std::string *out)
@@ -345,14 +348,16 @@ void json_entry(const EntrySnapshot &e, uint64_t now, Json &j)
      .num("inflight", r.inflight).num("lanes_backed", r.lanes_backed)
      .num("lane_commits", r.lane_commits)
      .num("lane_commit_ns", r.lane_commit_ns)
-     .num("warm_claims", r.warm_claims);
+     .num("warm_claims", r.warm_claims).num("fenced", r.fenced)
+     .num("rkeys_held", r.rkeys_held);
     completion_age(j, now, r.last_completion_ns);
     j.end('}');
     j.begin('{', "sender").num("pieces", s.pieces).num("bytes", s.bytes)
      .num("credit_stalls", s.credit_stalls).num("failed_ops", s.failed_ops)
      .num("fallback_ops", s.fallback_ops).num("fallback_bytes", s.fallback_bytes)
      .num("lanes", s.lanes).num("gather_pieces", s.gather_pieces)
-     .num("lane_open_ns", s.lane_open_ns).num("lane_map_ns", s.lane_map_ns);
+     .num("lane_open_ns", s.lane_open_ns).num("lane_map_ns", s.lane_map_ns)
+     .num("spare_misses", s.spare_misses);
     completion_age(j, now, s.last_completion_ns);
     j.end('}').end('}');
     j.begin('[', "lanes");

@@ -165,6 +165,8 @@ struct alignas(kCacheLine) RelayCounters {
     uint64_t fenced;        /* pieces not (or not wholly) forwarded because
                                their sender had given up on them
                                (LaneProducer::abandoned) */
+    uint64_t rkeys_held;    /* remote keys unpacked with the inner transport
+                               now, all lanes */
 };
 
 struct alignas(kCacheLine) SenderCounters {

@@ -172,16 +172,17 @@ int uct_pxn_iface_is_reachable(const uct_iface_h tl_iface,
 /* pxn's counters as UCX shows them (VFS files, statistics counters), in
  * the order of kCounterNames: the relay's of this iface's home rail, then
  * the process's sender counters. */
-static constexpr unsigned kNumRelayCounters = 8;
-static constexpr unsigned kNumCounters      = 16;
+static constexpr unsigned kNumRelayCounters = 10;
+static constexpr unsigned kNumCounters      = 19;
 /* and, after them, the age of the last completion of each block */
 static constexpr unsigned kNumStats = kNumCounters + 2;
 static const char *const kCounterNames[kNumCounters] = {
     "relay/pieces", "relay/bytes", "relay/failed_pieces",
     "relay/rejected_descriptors", "relay/routes", "relay/route_errors",
-    "relay/lane_resets", "relay/inflight", "sender/pieces", "sender/bytes",
-    "sender/credit_stalls", "sender/failed_ops", "sender/fallback_ops",
-    "sender/fallback_bytes", "sender/lanes", "sender/gather_pieces"};
+    "relay/lane_resets", "relay/inflight", "relay/fenced", "relay/rkeys_held",
+    "sender/pieces", "sender/bytes", "sender/credit_stalls", "sender/failed_ops",
+    "sender/fallback_ops", "sender/fallback_bytes", "sender/lanes",
+    "sender/gather_pieces", "sender/spare_misses"};
 
 /* Counter `i` of kCounterNames, now. */
 static uint64_t uct_pxn_counter(Hub *hub, unsigned i)
@@ -190,13 +191,14 @@ static uint64_t uct_pxn_counter(Hub *hub, unsigned i)
         const pxn::abi::RelayCounters &r = hub->relay_counters().relay;
         const uint64_t *const values[kNumRelayCounters] = {
             &r.pieces, &r.bytes, &r.failed_pieces, &r.rejected, &r.routes,
-            &r.route_errors, &r.lane_resets, &r.inflight};
+            &r.route_errors, &r.lane_resets, &r.inflight, &r.fenced,
+            &r.rkeys_held};
         return pxn::abi::load_relaxed(*values[i]);
     }
     const pxn::abi::SenderCounters &c = hub->sender_counters();
     const uint64_t *const values[kNumCounters - kNumRelayCounters] = {
         &c.pieces, &c.bytes, &c.credit_stalls, &c.failed_ops, &c.fallback_ops,
-        &c.fallback_bytes, &c.lanes, &c.gather_pieces};
+        &c.fallback_bytes, &c.lanes, &c.gather_pieces, &c.spare_misses};
     return pxn::abi::load_relaxed(*values[i - kNumRelayCounters]);
 }
 

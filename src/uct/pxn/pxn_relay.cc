@@ -51,6 +51,7 @@ ucs_status_t Relay::create(const Params &params, const Settings &settings,
         lane.index = i;
         lane.tracker.reset(settings.geometry.slots);
         lane.held.assign(route_words, 0);
+        lane.rkeys.init(net, relay->counters_);
     }
     relay->pieces_.resize(settings.inflight_depth);
     for (Piece &piece : relay->pieces_) {
@@ -62,7 +63,6 @@ ucs_status_t Relay::create(const Params &params, const Settings &settings,
             return status;
         }
     }
-    relay->rkey_buf_.resize(abi::kRkeyMax);
     *relay_p = std::move(relay);
     return UCS_OK;
 }
@@ -91,12 +91,8 @@ void Relay::drop_lane(Lane &lane)
         }
         lane.held[w] = 0;
     }
-    for (Rkey &rkey : lane.rkeys) {
-        if (rkey.valid) {
-            net_->rkey_release(&rkey.bundle);
-        }
-        rkey = Rkey();
-    }
+    lane.rkeys.clear();
+    abi::store_relaxed(counters_->routes_active, uint64_t(routes_->active()));
     std::fill(std::begin(lane.mailbox_gen), std::end(lane.mailbox_gen), 0);
     if (lane.committed && release_lane_) {
         release_lane_(lane.index);
@@ -196,6 +192,7 @@ unsigned Relay::serve_routes(Lane &lane)
                 if (holds(lane, request.route)) {
                     set_held(lane, request.route, false);
                     routes_->release(request.route);
+                    lane.rkeys.release_route(request.route);
                 } else {
                     answer.status = UCS_ERR_INVALID_PARAM;
                 }
@@ -227,51 +224,6 @@ unsigned Relay::serve_routes(Lane &lane)
         abi::store_relaxed(counters_->routes_active, uint64_t(routes_->active()));
     }
     return work;
-}
-
-/* Makes the cached unpacked rkeys of every rkey index the snapshot uses
- * current; returns the bitmask of valid ones. A key in use by a piece in
- * flight is never released: a descriptor naming a newer generation of it
- * is refused instead (a sender only rewrites keys it no longer uses). */
-uint64_t Relay::refresh_rkeys(Lane &lane, const DescriptorSnapshot &snapshot)
-{
-    uint64_t valid = 0;
-    for (uint32_t i = 0; i < snapshot.plans_loaded(); ++i) {
-        const uint32_t index = snapshot.plans()[i].rkey_index;
-        if ((index >= abi::kMaxRkeys) || (valid & (1ull << index))) {
-            continue;
-        }
-        abi::RkeyEntry &entry = lane.block.rkey(index);
-        Rkey &rkey            = lane.rkeys[index];
-        const uint64_t gen    = abi::load_acquire(entry.gen);
-        if ((gen != rkey.gen) || !rkey.valid) {
-            if (rkey.users != 0) {
-                continue;
-            }
-            if (rkey.valid) {
-                net_->rkey_release(&rkey.bundle);
-                rkey.valid = false;
-            }
-            rkey.gen = gen;
-            const uint32_t length = abi::load_relaxed(entry.length);
-            if ((gen == 0) || (length > abi::kRkeyMax)) {
-                continue;
-            }
-            for (uint32_t b = 0; b < length; ++b) {
-                rkey_buf_[b] = abi::load_relaxed(entry.packed[b]);
-            }
-            std::atomic_thread_fence(std::memory_order_acquire);
-            if (abi::load_relaxed(entry.gen) != gen) {
-                continue; /* rewritten while copied */
-            }
-            rkey.valid = (net_->rkey_unpack(rkey_buf_.data(), length,
-                                            &rkey.bundle) == UCS_OK);
-        }
-        if (rkey.valid) {
-            valid |= 1ull << index;
-        }
-    }
-    return valid;
 }
 
 Relay::Piece *Relay::free_piece()
@@ -355,7 +307,7 @@ unsigned Relay::start_piece(Lane &lane)
     const LaneCheck check{seq, lane.epoch, geometry_.slot_size,
                           geometry_.max_plan, routes_->capacity(),
                           holds(lane, route) && routes_->usable(route),
-                          refresh_rkeys(lane, piece->snapshot)};
+                          lane.rkeys.refresh(lane.block, piece->snapshot, route)};
     DescReason reason;
     ucs_status_t status = validate_descriptor(piece->snapshot, check, &reason);
     if ((status == UCS_OK) && (piece->snapshot.header().op == abi::kOpGet) &&
@@ -394,9 +346,7 @@ unsigned Relay::start_piece(Lane &lane)
     for (uint32_t i = 0; i < piece->snapshot.header().plan_count; ++i) {
         piece->rkeys |= 1ull << piece->snapshot.plans()[i].rkey_index;
     }
-    for (uint64_t bits = piece->rkeys; bits != 0; bits &= bits - 1) {
-        ++lane.rkeys[__builtin_ctzll(bits)].users;
-    }
+    lane.rkeys.hold(piece->rkeys);
     piece->has_op    = false;
     piece->slicer.reset(policy_, piece->snapshot.plans(),
                         piece->snapshot.header().plan_count);
@@ -435,7 +385,7 @@ void Relay::post(Piece &piece)
         iov.memh     = lane.slots.memh;
         iov.stride   = 0;
         iov.count    = 1;
-        const uct_rkey_t rkey = lane.rkeys[piece.op.rkey_index].bundle.rkey;
+        const uct_rkey_t rkey = lane.rkeys.rkey(piece.op.rkey_index);
         ++piece.done.comp.count;
         ucs_status_t status =
                 get ? net_->get_zcopy(ep, &iov, piece.op.remote_addr, rkey,
@@ -472,10 +422,14 @@ void Relay::finish(Piece &piece)
     Lane &lane = *piece.lane;
     ucs_status_t status = (piece.status != UCS_OK) ? piece.status :
                                                      piece.done.comp.status;
-    for (uint64_t bits = piece.rkeys; bits != 0; bits &= bits - 1) {
-        --lane.rkeys[__builtin_ctzll(bits)].users;
-    }
+    lane.rkeys.drop(piece.rkeys);
     routes_->piece_finished(piece.route, status);
+    if ((status != UCS_OK) && !routes_->usable(piece.route)) {
+        /* its target is gone or unreachable: the keys of its memory too */
+        for (Lane &l : lanes_) {
+            l.rkeys.release_route(piece.route);
+        }
+    }
     if (piece.epoch == lane.epoch) {
         abi::store_relaxed(counters_->last_completion_ns, monotonic_ns());
         if (status == UCS_OK) {
@@ -498,6 +452,9 @@ void Relay::finish(Piece &piece)
 unsigned Relay::progress()
 {
     unsigned work = 0;
+    if (routes_->collect()) {
+        abi::store_relaxed(counters_->routes_active, uint64_t(routes_->active()));
+    }
 
     /* Pieces stopped by NO_RESOURCE go first: they hold slots. */
     for (Piece &piece : pieces_) {
@@ -526,6 +483,25 @@ unsigned Relay::progress()
     next_lane_ = (next_lane_ + 1) % lanes;
     ++round_;
     return work;
+}
+
+void Relay::sweep_owners(uint64_t now)
+{
+    if (now < next_sweep_ns_) {
+        return;
+    }
+    next_sweep_ns_ = now + kOwnerSweepNs;
+    for (const Lane &lane : lanes_) {
+        if ((lane.epoch != 0) &&
+            !is_alive(lane.owner.pid, lane.owner.start_time) &&
+            (registry_->free_dead_lanes(entry_->view(),
+                                        Registry::LockWait::kTry) > 0)) {
+            ucs_debug("pxn: relay lane %u: owner pid %u died: lane freed",
+                      lane.index, lane.owner.pid);
+            return; /* every dead owner's lane is freed: the next rounds
+                       drop them */
+        }
+    }
 }
 
 bool Relay::has_work() const

@@ -25,6 +25,11 @@
  *   piece of the old one finished; results of old pieces are not written;
  * - an unpacked remote key stays alive while a piece that uses it is in
  *   flight: a descriptor that names a key rewritten meanwhile is refused;
+ *   it goes with its route (released by the lane, or failed: the target is
+ *   gone) and with the lane (pxn_relay_rkeys.h);
+ * - the owners of claimed lanes are checked every kOwnerSweepNs (their
+ *   /proc entries): a dead sender's lane is freed, and with it everything
+ *   the relay held for it (routes, keys, slots);
  * - a lane whose sender committed a descriptor but never rang its doorbell
  *   keeps the relay polling for at most kStallNs; then the owner's
  *   liveness is checked every kStallNs and a dead owner's lane is freed;
@@ -39,6 +44,7 @@
 #define PXN_UCT_PXN_RELAY_H_
 
 #include "pxn_relay_arena.h"
+#include "pxn_relay_rkeys.h"
 #include "pxn_relay_routes.h"
 
 #include <ucs/pxn/control_file.h>
@@ -59,6 +65,7 @@ namespace uct {
 class Relay {
 public:
     static constexpr uint64_t kStallNs = 100000000; /* 100 ms */
+    static constexpr uint64_t kOwnerSweepNs = 1000000000; /* 1 s */
     static constexpr unsigned kRouteRounds = 8;
 
     /* The memory of a lane's slots (pxn_relay_arena.h): committed before a
@@ -92,16 +99,12 @@ public:
     /* Cheap check for work that appeared (doorbells, route requests,
      * owners), used after announcing sleep. */
     bool has_work() const;
+    /* Frees the lanes of senders that died (at most every kOwnerSweepNs;
+     * `now`: monotonic_ns()). */
+    void sweep_owners(uint64_t now);
     const RouteTable &routes() const { return *routes_; }
 
 private:
-    struct Rkey {
-        uint64_t          gen   = 0;
-        uct_rkey_bundle_t bundle{};
-        bool              valid = false;
-        unsigned          users = 0; /* pieces in flight using it */
-    };
-
     struct Lane {
         LaneBlock             block;
         uint32_t              index    = 0;
@@ -112,7 +115,7 @@ private:
         unsigned              inflight = 0;
         uint64_t              mailbox_gen[abi::kRouteMailboxes] = {};
         std::vector<uint64_t> held;   /* bit r: holds route r */
-        Rkey                  rkeys[abi::kMaxRkeys];
+        LaneRkeys             rkeys;
         uint64_t              stalled_since = 0; /* head > doorbell since */
         uint64_t              next_owner_check = 0;
         LaneSlots             slots;             /* while committed */
@@ -163,7 +166,6 @@ private:
     unsigned start_piece(Lane &lane);
     /* The fence (above): nothing more of this incarnation goes out. */
     bool     fenced(const Lane &lane) const;
-    uint64_t refresh_rkeys(Lane &lane, const DescriptorSnapshot &snapshot);
     void     post(Piece &piece);
     void     finish(Piece &piece);
     Piece   *free_piece();
@@ -181,10 +183,10 @@ private:
     std::unique_ptr<RouteTable> routes_;
     std::vector<Lane>           lanes_;
     std::vector<Piece>          pieces_;
-    std::vector<uint8_t>        rkey_buf_;
     unsigned                    inflight_  = 0;
     uint32_t                    next_lane_ = 0;
     uint64_t                    round_     = 0; /* progress() calls */
+    uint64_t                    next_sweep_ns_ = 0;
     abi::RelayCounters         *counters_  = nullptr; /* in the control file */
     CommitLane                  commit_lane_;
     ReleaseLane                 release_lane_;

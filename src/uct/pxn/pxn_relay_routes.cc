@@ -182,7 +182,32 @@ void RouteTable::piece_finished(uint32_t id, ucs_status_t status)
         (status == UCS_ERR_IO_ERROR)) {
         route.failed = true;
     }
-    maybe_free(id);
+    /* Called from the inner transport's completion callback: its ep may
+     * not go now, collect() takes it. */
+    if (route.inflight == 0) {
+        settled_.push_back(id);
+    }
+}
+
+bool RouteTable::collect()
+{
+    if (settled_.empty()) {
+        return false;
+    }
+    for (uint32_t id : settled_) {
+        Route &route = routes_[id];
+        /* A failed route's ep goes as soon as nothing is in flight on it
+         * (what the inner transport holds for its target goes with it),
+         * even while lanes still hold the id. */
+        if (route.used && route.failed && (route.inflight == 0) &&
+            (route.ep != nullptr)) {
+            net_->ep_destroy(route.ep);
+            route.ep = nullptr;
+        }
+        maybe_free(id);
+    }
+    settled_.clear();
+    return true;
 }
 
 } // namespace uct

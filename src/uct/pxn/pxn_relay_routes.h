@@ -14,8 +14,9 @@
  *   free. Past the capacity a request is refused with
  *   UCS_ERR_EXCEEDS_LIMIT (logged once per relay).
  * - A piece that ends with a transport error marks its route failed:
- *   later requests for that target get a new inner ep, the failed one
- *   goes when its last holder releases it.
+ *   later requests for that target get a new inner ep; the failed ep is
+ *   destroyed once no piece is in flight on it, its id when its last
+ *   holder releases it.
  * - Routes to this process itself are refused (UCS_ERR_INVALID_PARAM): no
  *   sender can make the relay write into its own memory through an inner
  *   transport that checks no remote key. `is_local` answers for an address.
@@ -64,7 +65,13 @@ public:
     }
     uct_ep_h ep(uint32_t id) const { return routes_[id].ep; }
     void     piece_started(uint32_t id) { ++routes_[id].inflight; }
+    /* May be called from an inner completion callback: nothing is
+     * destroyed before collect(). */
     void     piece_finished(uint32_t id, ucs_status_t status);
+    /* Destroys what piece_finished() left to go (never inside an inner
+     * callback: the relay's round calls it first); true when there was
+     * something to look at. */
+    bool     collect();
     /* Routes in use (for counters and tests). */
     uint32_t active() const { return active_; }
 
@@ -88,6 +95,7 @@ private:
     Net               *net_;
     LocalCheck         is_local_;
     std::vector<Route> routes_;
+    std::vector<uint32_t> settled_; /* routes that had their last piece end */
     uint32_t           active_ = 0;
     bool               warned_full_ = false;
 };

@@ -82,6 +82,7 @@ public:
     {
         const unsigned work = relay_->progress();
         const uint64_t now  = monotonic_ns();
+        relay_->sweep_owners(now);
         if (work != 0) {
             last_work_ns_ = now;
             return work;

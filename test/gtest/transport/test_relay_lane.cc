@@ -162,6 +162,32 @@ TEST_F(RelayLane, RelayForwardsNothingOfALaneItsSenderGaveUpOn)
     EXPECT_EQ(0u, target_[65536]);
 }
 
+/* What the relay unpacked for a target (an inner transport may hold
+ * memory for a key: cuda_ipc maps the target's buffer) goes when the lane
+ * releases the route to it, not when the lane ends. */
+TEST_F(RelayLane, KeysOfARouteGoWhenTheLaneReleasesIt)
+{
+    std::unique_ptr<SendLane> lane;
+    pxn::RouteAnswer route;
+    ASSERT_NO_FATAL_FAILURE(open_route(65536, 5, &lane, &route));
+    std::vector<uint8_t> src(4096, 0x3c);
+    const uct_iov_t iov = {src.data(), src.size(), nullptr, 0, 1};
+    TestOwner owner;
+    Completion comp;
+    ASSERT_EQ(UCS_INPROGRESS,
+              lane->post(&owner, pxn::abi::kOpPut, route.route, lane_rkey(*lane),
+                         reinterpret_cast<uint64_t>(target_.data()), &iov, 1,
+                         &comp.comp));
+    ASSERT_TRUE(drive([&] { return comp.calls == 1; }));
+    EXPECT_EQ(1u, net_->stats().rkeys_unpacked);
+    EXPECT_EQ(1u, relay_counters().rkeys_held);
+    lane->control().release_route(route.route);
+    ASSERT_TRUE(drive([&] { return relay_counters().routes_active == 0; }));
+    EXPECT_EQ(1u, net_->stats().rkeys_released);
+    EXPECT_EQ(0u, relay_counters().rkeys_held);
+    EXPECT_TRUE(lane->usable()); /* the lane goes on */
+}
+
 TEST_F(RelayLane, GetFillsTheLocalBufferFromTargetMemory)
 {
     std::unique_ptr<SendLane> lane;

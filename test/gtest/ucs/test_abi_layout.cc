@@ -109,6 +109,7 @@ TEST(AbiLayout, CountersSitBetweenHeaderAndLanes)
     EXPECT_EQ(96u, offsetof(abi::RelayCounters, warm_claims));
     EXPECT_EQ(104u, offsetof(abi::RelayCounters, lanes_backed));
     EXPECT_EQ(112u, offsetof(abi::RelayCounters, fenced));
+    EXPECT_EQ(120u, offsetof(abi::RelayCounters, rkeys_held));
     EXPECT_EQ(72u, offsetof(abi::SenderCounters, lane_open_ns));
     EXPECT_EQ(80u, offsetof(abi::SenderCounters, lane_map_ns));
     EXPECT_EQ(88u, offsetof(abi::SenderCounters, spare_misses));

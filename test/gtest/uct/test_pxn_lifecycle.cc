@@ -7,6 +7,7 @@
  */
 #include "pxn_transfer.h"
 
+#include <csignal>
 #include <dirent.h>
 
 using pxn_test::PeerProcess;
@@ -83,6 +84,63 @@ TEST_F(PxnLifecycle, ForkedChildrenNeverTearDownTheParentsRelayOrLanes)
     EXPECT_GE(counters(0, relay).relay.bytes, relayed + size)
             << "the parent's relay stopped carrying its sender's puts";
     EXPECT_EQ(0u, counters(0, relay).relay.failed_pieces);
+}
+
+/* A relay serving ten targets that come and go (each exits after one put;
+ * the sender's next connect replaces its ep, releasing the route) holds,
+ * at the end, what the last one needs: one route, no sockets of the
+ * others. (tcp needs no remote keys; the keys' part is
+ * RelayLane.KeysOfARouteGoWhenTheLaneReleasesIt.) */
+TEST_F(PxnLifecycle, RelayReleasesWhatItHeldForTargetsThatCameAndWent)
+{
+    PeerProcess *relay  = tcp_peer(0, 1);
+    PeerProcess *sender = tcp_peer(0, 0);
+    ASSERT_TRUE(relay && sender);
+    const size_t size = 1 << 20;
+    source_buffer(sender, size, 83);
+    size_t fds_after_first = 0;
+    for (int i = 0; i < 10; ++i) {
+        PeerProcess *target = tcp_peer(1, 1);
+        ASSERT_NE(nullptr, target);
+        const Target t = target_buffer(target, size);
+        ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface)) << i;
+        EXPECT_EQ("Success", put(sender, t, size, 65536)) << i;
+        EXPECT_EQ("ok", target->call("check 83 0 " + std::to_string(size))) << i;
+        target->call("quit", scaled_ms(5000));
+        target->wait(scaled_ms(5000));
+        if (i == 0) {
+            fds_after_first = open_fds(relay->pid());
+        }
+    }
+    /* the last target's route and key stay (the sender still has its ep) */
+    ASSERT_TRUE(wait_counters(0, relay, [](const auto &c) {
+        return (c.relay.routes_active <= 1) && (c.relay.rkeys_held <= 1);
+    }, 5)) << "routes " << counters(0, relay).relay.routes_active << ", keys "
+           << counters(0, relay).relay.rkeys_held;
+    EXPECT_LE(open_fds(relay->pid()), fds_after_first + 2);
+    EXPECT_EQ(0u, counters(0, relay).relay.failed_pieces);
+}
+
+/* A sender that dies holding a lane, routes and keys: its relay frees
+ * them within a second or two (its sweep of lane owners), without any
+ * other pxn process opening the registry. */
+TEST_F(PxnLifecycle, RelayFreesWhatADeadSenderHeld)
+{
+    PeerProcess *relay  = tcp_peer(0, 1);
+    PeerProcess *target = tcp_peer(1, 1);
+    PeerProcess *sender = tcp_peer(0, 0);
+    ASSERT_TRUE(relay && target && sender);
+    const Target t = target_buffer(target, 1 << 20);
+    source_buffer(sender, 1 << 20, 85);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success", put(sender, t, 1 << 20, 65536));
+    ASSERT_EQ(1u, counters(0, relay).relay.routes_active);
+    sender->kill(SIGKILL);
+    sender->wait(scaled_ms(5000));
+    EXPECT_TRUE(wait_counters(0, relay, [](const auto &c) {
+        return (c.relay.routes_active == 0) && (c.relay.rkeys_held == 0);
+    }, 5)) << "routes " << counters(0, relay).relay.routes_active << ", keys "
+           << counters(0, relay).relay.rkeys_held;
 }
 
 /* The UCP program of a Python worker pool started with fork: the child
