@@ -6,7 +6,8 @@
  * flight, ep flush, then an active-message notification. Put phase, --rounds
  * times: scattered blocks (log-uniform sizes in [--min-block, --max-block],
  * 4..512 KiB, random order, covering the region once; at most --window
- * outstanding, 0: no limit), flush, AM VERIFY: the target checks every byte
+ * outstanding, 0: no limit; --sgl N: N blocks per ucp_put_nbx of UCP's SGL
+ * datatype, UCX 1.22 on), flush, AM VERIFY: the target checks every byte
  * and the canaries around its region and answers over the socket. Get phase,
  * --rounds times: AM FILL (the target writes another pattern), scattered
  * gets into a zeroed buffer with canaries, flush, every byte checked.
@@ -62,6 +63,7 @@ struct Options {
     unsigned    deadline  = 60;
     size_t      min_block = 4096, max_block = 512 * 1024;
     size_t      window    = 0;
+    size_t      sgl       = 0; /* blocks per SGL operation (0: one nbx each) */
 };
 
 /* Initiator -> target: the AM header. Target -> initiator: over the socket,
@@ -432,8 +434,11 @@ struct Initiator {
 
     /* Puts or gets every block, then flushes the ep. false: a failure. */
     bool transfer(bool put, uint8_t *local, const std::vector<Block> &list,
-                  size_t window)
+                  size_t window, size_t sgl, ucp_mem_h memh)
     {
+        if (sgl > 0) {
+            return transfer_sgl(put, local, list, sgl, memh);
+        }
         const auto start = std::chrono::steady_clock::now();
         for (const Block &b : list) {
             while ((window > 0) && (ucp.outstanding >= window) && !ucp.failed()) {
@@ -460,6 +465,81 @@ struct Initiator {
         seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                                  start).count();
         return !ucp.failed();
+    }
+
+    /* The arrays of one SGL operation: valid until it completes. */
+    struct SglCall {
+        std::vector<void*>      buffers;
+        std::vector<size_t>     lengths;
+        std::vector<ucp_mem_h>  memhs;
+        std::vector<uint64_t>   remote;
+        std::vector<ucp_rkey_h> rkeys;
+    };
+
+    /* transfer() in SGL operations of `per` blocks each (UCP's SGL
+     * datatype, UCX 1.22 on: one ucp_put_nbx / ucp_get_nbx per list, as
+     * NIXL's UCX backend sends a descriptor list with
+     * NIXL_UCX_SGL_ENABLE=y). */
+    bool transfer_sgl(bool put, uint8_t *local, const std::vector<Block> &list,
+                      size_t per, ucp_mem_h memh)
+    {
+#ifdef ucp_dt_make_sgl
+        const auto start = std::chrono::steady_clock::now();
+        std::vector<SglCall> calls((list.size() + per - 1) / per);
+        for (size_t i = 0, k = 0; (i < list.size()) && !ucp.failed(); i += per, ++k) {
+            SglCall &c = calls[k];
+            for (size_t j = i; j < std::min(list.size(), i + per); ++j) {
+                c.buffers.push_back(local + list[j].offset);
+                c.lengths.push_back(list[j].length);
+                c.memhs.push_back(memh);
+                c.remote.push_back(remote + list[j].offset);
+                c.rkeys.push_back(rkey);
+                bytes += list[j].length;
+            }
+            ucp_dt_local_sgl_t l  = {};
+            l.field_mask          = UCP_DT_LOCAL_SGL_FIELD_BUFFERS |
+                                    UCP_DT_LOCAL_SGL_FIELD_LENGTHS |
+                                    UCP_DT_LOCAL_SGL_FIELD_MEMHS;
+            l.buffers             = c.buffers.data();
+            l.lengths             = c.lengths.data();
+            l.memhs               = c.memhs.data();
+            ucp_dt_remote_sgl_t r = {};
+            r.field_mask          = UCP_DT_REMOTE_SGL_FIELD_REMOTE_ADDRS |
+                                    UCP_DT_REMOTE_SGL_FIELD_LENGTHS |
+                                    UCP_DT_REMOTE_SGL_FIELD_RKEYS;
+            r.remote_addrs        = c.remote.data();
+            r.lengths             = c.lengths.data();
+            r.rkeys               = c.rkeys.data();
+            ucp_request_param_t p = ucp.param();
+            p.op_attr_mask       |= UCP_OP_ATTR_FIELD_DATATYPE |
+                                    UCP_OP_ATTR_FIELD_REMOTE_DATATYPE |
+                                    UCP_OP_ATTR_FIELD_REMOTE |
+                                    UCP_OP_ATTR_FIELD_REMOTE_COUNT;
+            p.datatype            = ucp_dt_make_sgl();
+            p.remote_datatype     = ucp_dt_make_sgl();
+            p.remote              = &r;
+            p.remote_count        = c.buffers.size();
+            ucp.track(put ? ucp_put_nbx(ucp.ep, &l, c.buffers.size(),
+                                        UCP_REMOTE_ADDR_INVALID, UCP_RKEY_INVALID, &p) :
+                            ucp_get_nbx(ucp.ep, &l, c.buffers.size(),
+                                        UCP_REMOTE_ADDR_INVALID, UCP_RKEY_INVALID, &p));
+            blocks += c.buffers.size();
+            ucp_worker_progress(ucp.worker);
+        }
+        ucp.drain();
+        if (!ucp.failed()) {
+            ucp_request_param_t p = ucp.param();
+            ucp.track(ucp_ep_flush_nbx(ucp.ep, &p));
+            ucp.drain();
+        }
+        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                 start).count();
+        return !ucp.failed();
+#else
+        (void)put; (void)local; (void)list; (void)per; (void)memh;
+        fprintf(stderr, "ucp_rma_check: --sgl needs UCX 1.22 or newer\n");
+        return false;
+#endif
     }
 
     /* AM to the target, then its answer over the socket. */
@@ -497,7 +577,8 @@ int run_initiator(const Options &o)
     for (unsigned round = 0; (round < o.rounds) && (result == kOk); ++round) {
         const uint64_t seed = o.seed * 1000003 + round;
         fill_pattern(local.data, local.len, seed);
-        if (!in.transfer(true, local.data, make_blocks(o, rng), o.window) ||
+        if (!in.transfer(true, local.data, make_blocks(o, rng), o.window, o.sgl,
+                         memh) ||
             !in.notify({kVerify, round, seed}, &reply)) {
             result = kTransfer;
         } else if (!reply.ok) {
@@ -510,7 +591,8 @@ int run_initiator(const Options &o)
         phase = "get";
         memset(local.data, 0, local.len);
         if (!in.notify({kFill, round, seed}, &reply) ||
-            !in.transfer(false, local.data, make_blocks(o, rng), o.window)) {
+            !in.transfer(false, local.data, make_blocks(o, rng), o.window,
+                         o.sgl, memh)) {
             result = kTransfer;
         } else {
             result = local.verify(seed, &bad_at);
@@ -568,12 +650,13 @@ int main(int argc, char **argv)
         {"min-block", required_argument, nullptr, 'b'},
         {"max-block", required_argument, nullptr, 'B'},
         {"window", required_argument, nullptr, 'w'},
+        {"sgl", required_argument, nullptr, 'S'},
         {"vfs", no_argument, nullptr, 'V'},
         {"nixl", no_argument, nullptr, 'N'},
         {nullptr, 0, nullptr, 0}};
     Options o;
     bool    usage = false;
-    for (int c; (c = getopt_long(argc, argv, "ti:p:r:n:s:Gd:b:B:w:VN", longopts,
+    for (int c; (c = getopt_long(argc, argv, "ti:p:r:n:s:Gd:b:B:w:S:VN", longopts,
                                  nullptr)) != -1;) {
         const size_t num = optarg ? strtoull(optarg, nullptr, 0) : 0;
         switch (c) {
@@ -588,6 +671,7 @@ int main(int argc, char **argv)
         case 'b': o.min_block = num; break;
         case 'B': o.max_block = num; break;
         case 'w': o.window = num; break;
+        case 'S': o.sgl = num; break;
         case 'V': o.vfs = true; break;
         case 'N': g_nixl = true; break;
         default: usage = true; break;
@@ -601,7 +685,7 @@ int main(int argc, char **argv)
                 "       ucp_rma_check --initiator HOST [-p PORT] [--region BYTES]\n"
                 "           [--rounds N] [--seed N] [--no-get] [--min-block B]\n"
                 "           [--max-block B] [--window N] [--deadline S] [--vfs]\n"
-                "           [--nixl]\n"
+                "           [--nixl] [--sgl N]\n"
                 "exit: 0 verified, 1 mismatch, 2 setup error, 3 transfer failed,\n"
                 "      4 deadline passed (default 60 s)\n");
         return kSetup;

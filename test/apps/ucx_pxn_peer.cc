@@ -29,12 +29,14 @@
  *         operation pxn's ep stays failed, a new one routes again
  *   ep_addr                       -> ep_addr <addr> | err     (to-ep)
  *   connect_ep <dev> <ep>         -> ok | err <status>
- *   put <short|bcopy|zcopy> <raddr> <rkey> <bytes> <chunk> <offset>
- *   get <zcopy|bcopy> <raddr> <rkey> <bytes> <chunk> <offset>
+ *   put <short|bcopy|zcopy|sgl> <raddr> <rkey> <bytes> <chunk> <offset>
+ *   get <zcopy|bcopy|sgl> <raddr> <rkey> <bytes> <chunk> <offset>
  *         moves [offset, offset+bytes) of the local buffer to/from raddr +
  *         offset, in operations of chunk bytes (chunk "<min>-<max>":
  *         sizes drawn uniformly from [min, max], the same sequence every
- *         time), then flushes:
+ *         time; sgl: put/get_sgl_zcopy of 512 such elements each, in a
+ *         shuffled order: "Unsupported" where UCX has no such operation),
+ *         then flushes:
  *                                 -> done <status> <ns> <ops>
  *         (the rkey is unpacked once and kept, by its text)
  *   rkey <rkey>                   -> rkey <ns> | err <status>
@@ -189,6 +191,54 @@ ucs_status_t post_one(Peer &p, const std::string &kind, PeerBuffer &b,
     return uct_ep_get_zcopy(p.ep, &iov, 1, raddr + off, rkey, comp);
 }
 
+/* put sgl / get sgl: elements per SGL operation */
+constexpr size_t kSglBatch = 512;
+
+bool is_sgl(const std::string &kind)
+{
+    return (kind == "sgl") || (kind == "get_sgl");
+}
+
+/* One SGL operation of `n` elements of `sizes` from offset `off` on, each
+ * to the same offset of the remote buffer, posted in a shuffled order
+ * (the remote side of an SGL is no contiguous range). */
+ucs_status_t post_sgl(Peer &p, const std::string &kind, PeerBuffer &b, size_t off,
+                      const size_t *sizes, size_t n, uint64_t raddr,
+                      uct_rkey_t rkey, uct_completion_t *comp)
+{
+#if defined(PXN_UCX_EP_PUT_SGL_ZCOPY)
+    std::vector<size_t> order(n), at(n);
+    for (size_t k = 0, o = off; k < n; o += sizes[k++]) {
+        order[k] = k;
+        at[k]    = o;
+    }
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(n));
+    std::vector<void*> buffers(n);
+    std::vector<size_t> lengths(n);
+    std::vector<uct_mem_h> memhs(n, b.memh());
+    std::vector<uint64_t> remote(n);
+    std::vector<uct_rkey_t> rkeys(n, rkey);
+    for (size_t k = 0; k < n; ++k) {
+        buffers[k] = b.data() + at[order[k]];
+        lengths[k] = sizes[order[k]];
+        remote[k]  = raddr + at[order[k]];
+    }
+    if (kind == "sgl") {
+        return uct_ep_put_sgl_zcopy(p.ep, buffers.data(), lengths.data(),
+                                    memhs.data(), remote.data(), rkeys.data(),
+                                    nullptr, nullptr, n, comp);
+    }
+#if defined(PXN_UCX_EP_GET_SGL_ZCOPY)
+    return uct_ep_get_sgl_zcopy(p.ep, buffers.data(), lengths.data(),
+                                memhs.data(), remote.data(), rkeys.data(),
+                                nullptr, nullptr, n, comp);
+#endif
+#endif
+    (void)p; (void)kind; (void)b; (void)off; (void)sizes; (void)n;
+    (void)raddr; (void)rkey; (void)comp;
+    return UCS_ERR_UNSUPPORTED; /* this UCX has no such SGL operation */
+}
+
 std::string cmd_move(Peer &p, const std::string &kind, uint64_t raddr,
                      uct_rkey_t rkey, size_t bytes, size_t chunk,
                      size_t max_chunk, size_t offset)
@@ -200,22 +250,31 @@ std::string cmd_move(Peer &p, const std::string &kind, uint64_t raddr,
     std::vector<Op> comps(ops);
     size_t done = 0, expected = 0;
     ucs_status_t status = UCS_OK;
+    /* an SGL operation carries kSglBatch of the sizes: the elements */
+    const size_t batch = is_sgl(kind) ? kSglBatch : 1;
 
     size_t off = offset;
-    for (size_t i = 0; (i < ops) && !UCS_STATUS_IS_ERR(status);
-         off += sizes[i++]) {
-        const size_t len = sizes[i];
-        comps[i].comp    = {op_done, 1, UCS_OK};
-        comps[i].done    = &done;
+    for (size_t i = 0; (i < ops) && !UCS_STATUS_IS_ERR(status); i += batch) {
+        const size_t n = std::min(batch, ops - i);
+        comps[i].comp  = {op_done, 1, UCS_OK};
+        comps[i].done  = &done;
         for (;;) {
-            status = post_op([&] { return post_one(p, kind, b, off, len, raddr,
-                                                   rkey, &comps[i].comp); });
+            status = post_op([&] {
+                return is_sgl(kind) ?
+                       post_sgl(p, kind, b, off, &sizes[i], n, raddr, rkey,
+                                &comps[i].comp) :
+                       post_one(p, kind, b, off, sizes[i], raddr, rkey,
+                                &comps[i].comp);
+            });
             if (status != UCS_ERR_NO_RESOURCE) {
                 break;
             }
             progress(p);
         }
         expected += (status == UCS_INPROGRESS);
+        for (size_t k = 0; k < n; ++k) {
+            off += sizes[i + k];
+        }
     }
     ucs_status_t first_error = UCS_STATUS_IS_ERR(status) ? status : UCS_OK;
 

@@ -11,7 +11,9 @@
  *   plan per contiguous part (an operation's segment, or the part of it
  *   that fits), and reports every part to the caller (who copies it, or
  *   records where a GET reply goes). The operation's cursor moves past what
- *   was placed; an operation larger than a slot straddles pieces.
+ *   was placed; an operation larger than a slot straddles pieces. Its
+ *   remote side is contiguous from one address (IoSegment) or given per
+ *   segment with its own key (ScatterSegment: an SGL operation).
  *   Zero-length segments are skipped and never planned.
  * - add() appends one plan the caller fills itself (short/bcopy packing):
  *   the caller checked accepts() for its length.
@@ -42,11 +44,22 @@ struct IoSegment {
     uint64_t length;
 };
 
+/* One element of a scatter-gather operation (UCT's put/get_sgl_zcopy):
+ * a local range and the remote range of the same length it goes to or
+ * comes from, with its own remote key. */
+struct ScatterSegment {
+    uint64_t addr;
+    uint64_t length;
+    uint64_t remote_addr;
+    uint32_t rkey;
+};
+
 /* How far an operation has been placed into pieces. */
 struct OpCursor {
     uint32_t seg           = 0; /* current segment */
     uint64_t seg_offset    = 0; /* bytes of it already placed */
-    uint64_t remote_offset = 0; /* bytes of the op already placed */
+    uint64_t remote_offset = 0; /* bytes of the op already placed
+                                   (contiguous remote side) */
 
     bool started() const { return (seg != 0) || (seg_offset != 0); }
 };
@@ -108,14 +121,45 @@ public:
     uint64_t fill(const IoSegment *segs, uint32_t nsegs, uint64_t remote_addr,
                   uint32_t rkey, OpCursor *cursor, Place &&place)
     {
+        return fill_with(segs, nsegs, cursor, [&](const IoSegment &) {
+            return abi::Plan{remote_addr + cursor->remote_offset, 0, rkey};
+        }, place);
+    }
+
+    /* The same for a scatter-gather operation: each segment has its own
+     * remote address and key. */
+    template<typename Place>
+    uint64_t fill(const ScatterSegment *segs, uint32_t nsegs, OpCursor *cursor,
+                  Place &&place)
+    {
+        return fill_with(segs, nsegs, cursor, [&](const ScatterSegment &seg) {
+            return abi::Plan{seg.remote_addr + cursor->seg_offset, 0, seg.rkey};
+        }, place);
+    }
+
+    uint64_t         seq() const { return seq_; }
+    abi::Op          op() const { return op_; }
+    uint32_t         route() const { return route_; }
+    uint64_t         length() const { return length_; }
+    uint32_t         count() const { return count_; }
+    const abi::Plan *plans() const { return plans_.data(); }
+    const PlanLimits &limits() const { return limits_; }
+
+private:
+    /* fill()'s loop; remote(seg) gives the remote address and key of the
+     * segment's next byte. */
+    template<typename Seg, typename Remote, typename Place>
+    uint64_t fill_with(const Seg *segs, uint32_t nsegs, OpCursor *cursor,
+                       Remote &&remote, Place &&place)
+    {
         uint64_t placed = 0;
         while ((cursor->seg < nsegs) && !full()) {
-            const IoSegment &seg = segs[cursor->seg];
-            const uint64_t n     = std::min(seg.length - cursor->seg_offset,
-                                            limits_.slot_size - length_);
+            const Seg &seg   = segs[cursor->seg];
+            const uint64_t n = std::min(seg.length - cursor->seg_offset,
+                                        limits_.slot_size - length_);
             if (n != 0) {
-                const uint64_t offset = add(remote_addr + cursor->remote_offset,
-                                            n, rkey);
+                const abi::Plan to    = remote(seg);
+                const uint64_t offset = add(to.remote_addr, n, to.rkey_index);
                 place(Placement{seg.addr + cursor->seg_offset, offset, n});
                 cursor->seg_offset    += n;
                 cursor->remote_offset += n;
@@ -134,15 +178,6 @@ public:
         return placed;
     }
 
-    uint64_t         seq() const { return seq_; }
-    abi::Op          op() const { return op_; }
-    uint32_t         route() const { return route_; }
-    uint64_t         length() const { return length_; }
-    uint32_t         count() const { return count_; }
-    const abi::Plan *plans() const { return plans_.data(); }
-    const PlanLimits &limits() const { return limits_; }
-
-private:
     PlanLimits             limits_ = {0, 0};
     std::vector<abi::Plan> plans_;
     bool                   open_   = false;

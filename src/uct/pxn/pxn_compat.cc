@@ -347,10 +347,44 @@ static int uct_pxn_ep_is_connected_v2(const uct_ep_h ep,
 }
 #endif
 
+#if defined(PXN_UCX_IFACE_QUERY_V2) && defined(PXN_UCX_EP_PUT_SGL_ZCOPY)
+/* The v2 attributes UCP's SGL protocols look for (1.22: put; master: get
+ * too, where the inner transport has gets); the rest as UCT's base. */
+static ucs_status_t uct_pxn_iface_query_v2(uct_iface_h tl_iface,
+                                           uct_iface_attr_v2_t *attr) noexcept
+{
+    const ucs_status_t status = uct_iface_base_query_v2(tl_iface, attr);
+    const pxn::uct::Hub *hub  = ucs_derived_of(tl_iface, uct_pxn_iface_t)->hub;
+    if ((status != UCS_OK) || (hub == nullptr)) {
+        return status; /* dormant: nothing */
+    }
+    const size_t max = pxn::uct::SendRequest::kMaxScatter;
+    if (attr->field_mask & UCT_IFACE_ATTR_FIELD_CAP_FLAGS) {
+        attr->cap.flags |= UCT_IFACE_FLAG_V2_PUT_SGL_ZCOPY;
+#ifdef PXN_UCX_EP_GET_SGL_ZCOPY
+        if (hub->net().has_get()) {
+            attr->cap.flags |= UCT_IFACE_FLAG_V2_GET_SGL_ZCOPY;
+        }
+#endif
+    }
+    if (attr->field_mask & UCT_IFACE_ATTR_FIELD_MAX_PUT_SGL_ZCOPY_COUNT) {
+        attr->max_put_sgl_zcopy_count = max;
+    }
+#ifdef PXN_UCX_EP_GET_SGL_ZCOPY
+    if (attr->field_mask & UCT_IFACE_ATTR_FIELD_MAX_GET_SGL_ZCOPY_COUNT) {
+        attr->max_get_sgl_zcopy_count = hub->net().has_get() ? max : 0;
+    }
+#endif
+    return UCS_OK;
+}
+#endif
+
 void uct_pxn_compat_iface_internal_ops(uct_iface_internal_ops_t *ops)
 {
     ops->ep_invalidate = uct_pxn_ep_invalidate;
-#ifdef PXN_UCX_IFACE_QUERY_V2
+#if defined(PXN_UCX_IFACE_QUERY_V2) && defined(PXN_UCX_EP_PUT_SGL_ZCOPY)
+    ops->iface_query_v2 = uct_pxn_iface_query_v2;
+#elif defined(PXN_UCX_IFACE_QUERY_V2)
     ops->iface_query_v2 = uct_iface_base_query_v2;
 #endif
 #ifdef PXN_UCX_IFACE_IS_REACHABLE_V2
@@ -362,15 +396,15 @@ void uct_pxn_compat_iface_internal_ops(uct_iface_internal_ops_t *ops)
 #ifdef PXN_UCX_EP_IS_CONNECTED
     ops->ep_is_connected = uct_pxn_ep_is_connected_v2;
 #endif
-    /* Device endpoints, SGL operations, memory elements: pxn has none. */
-#ifdef PXN_UCX_EP_GET_DEVICE_EP
-    ops->ep_get_device_ep = uct_pxn_unsupported<uct_ep_get_device_ep_func_t>();
-#endif
 #ifdef PXN_UCX_EP_PUT_SGL_ZCOPY
-    ops->ep_put_sgl_zcopy = uct_pxn_unsupported<uct_ep_put_sgl_zcopy_func_t>();
+    ops->ep_put_sgl_zcopy = uct_pxn_ep_put_sgl_zcopy;
 #endif
 #ifdef PXN_UCX_EP_GET_SGL_ZCOPY
-    ops->ep_get_sgl_zcopy = uct_pxn_unsupported<uct_ep_get_sgl_zcopy_func_t>();
+    ops->ep_get_sgl_zcopy = uct_pxn_ep_get_sgl_zcopy;
+#endif
+    /* Device endpoints, memory elements: pxn has none. */
+#ifdef PXN_UCX_EP_GET_DEVICE_EP
+    ops->ep_get_device_ep = uct_pxn_unsupported<uct_ep_get_device_ep_func_t>();
 #endif
 #ifdef PXN_UCX_EP_OUTSTANDING_PURGE
     ops->ep_outstanding_purge = uct_pxn_unsupported<uct_ep_outstanding_purge_func_t>();

@@ -97,6 +97,12 @@ public:
     ucs_status_t zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
                        uint64_t remote_addr, uct_rkey_t rkey,
                        uct_completion_t *comp);
+    /* put/get_sgl_zcopy (pxn_ep_sgl.cc): one request of `count` elements
+     * (each `counts[i]` blocks `strides[i]` apart, when given). */
+    ucs_status_t sgl(abi::Op op, void *const *buffers, const size_t *lengths,
+                     const uint64_t *remote_addrs, const uct_rkey_t *rkeys,
+                     const size_t *counts, const size_t *strides, size_t count,
+                     uct_completion_t *comp);
     ucs_status_t flush(unsigned flags, uct_completion_t *comp);
     ucs_status_t fence();
     /* UCS_ERR_BUSY (not added) when an operation would go now. */
@@ -222,6 +228,7 @@ private:
     std::vector<std::unique_ptr<DirectOp>> direct_ops_;
     std::deque<uct_pending_req_t*> pending_;
     std::vector<uint8_t>      scratch_; /* pack_without_key() */
+    std::vector<ScatterSegment> scatter_; /* sgl()'s elements, reused */
     bool                      dispatching_ = false; /* in a pending callback */
 };
 
@@ -264,6 +271,22 @@ ucs_status_t uct_pxn_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr) noexcep
 ucs_status_t uct_pxn_ep_connect_to_ep(uct_ep_h tl_ep,
                                       const uct_device_addr_t *dev_addr,
                                       const uct_ep_addr_t *ep_addr) noexcept;
+#ifdef PXN_UCX_EP_PUT_SGL_ZCOPY
+ucs_status_t uct_pxn_ep_put_sgl_zcopy(uct_ep_h ep, void *const *buffers,
+                                      const size_t *lengths, uct_mem_h const *memhs,
+                                      const uint64_t *remote_addrs,
+                                      uct_rkey_t const *rkeys,
+                                      const size_t *counts, const size_t *strides,
+                                      size_t count, uct_completion_t *comp) noexcept;
+#endif
+#ifdef PXN_UCX_EP_GET_SGL_ZCOPY
+ucs_status_t uct_pxn_ep_get_sgl_zcopy(uct_ep_h ep, void *const *buffers,
+                                      const size_t *lengths, uct_mem_h const *memhs,
+                                      const uint64_t *remote_addrs,
+                                      uct_rkey_t const *rkeys,
+                                      const size_t *counts, const size_t *strides,
+                                      size_t count, uct_completion_t *comp) noexcept;
+#endif
 /* UCT's ep_is_connected with each address optional (nullptr). */
 int          uct_pxn_ep_is_connected(uct_ep_h tl_ep,
                                      const uct_device_addr_t *dev_addr,

@@ -48,7 +48,7 @@ uint64_t SendRequest::bytes() const
 {
     uint64_t total = 0;
     for (uint32_t i = 0; i < nsegs; ++i) {
-        total += segs[i].length;
+        total += scattered ? scatter[i].length : segs[i].length;
     }
     return total;
 }
@@ -140,7 +140,9 @@ SendRequest *SendLane::alloc_request(SendOwner *owner, abi::Op op,
     req->op          = op;
     req->route       = route;
     req->rkey_index  = rkey;
+    req->rkeys       = 1ull << rkey;
     req->remote_addr = remote_addr;
+    req->scattered   = false;
     req->nsegs       = 0;
     req->cursor      = OpCursor();
     req->pieces      = 0;
@@ -173,10 +175,56 @@ ucs_status_t SendLane::post(SendOwner *owner, abi::Op op, uint32_t route,
         free_request(req);
         return UCS_ERR_INVALID_PARAM;
     }
-    control_.rkey_hold(rkey);
+    hold_rkeys(req->rkeys);
     queue_.push_back(req);
     stage();
     return UCS_INPROGRESS;
+}
+
+ucs_status_t SendLane::post_scattered(SendOwner *owner, abi::Op op,
+                                      uint32_t route, const ScatterSegment *segs,
+                                      size_t count, uint64_t rkeys,
+                                      uct_completion_t *comp)
+{
+    if (!usable_at(tick())) {
+        return opening() ? UCS_ERR_NO_RESOURCE : UCS_ERR_UNREACHABLE;
+    }
+    if (count > SendRequest::kMaxScatter) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (queue_.size() >= kMaxQueued) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    SendRequest *req = alloc_request(owner, op, route, 0, 0, comp);
+    if (req == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    try {
+        req->scatter.assign(segs, segs + count); /* capacity kept in the pool */
+    } catch (const std::bad_alloc &) {
+        free_request(req);
+        return UCS_ERR_NO_MEMORY;
+    }
+    req->scattered = true;
+    req->rkeys     = rkeys;
+    req->nsegs     = static_cast<uint32_t>(count);
+    queue_.push_back(req);
+    stage();
+    return UCS_INPROGRESS;
+}
+
+void SendLane::hold_rkeys(uint64_t rkeys)
+{
+    for (; rkeys != 0; rkeys &= rkeys - 1) {
+        control_.rkey_hold(__builtin_ctzll(rkeys));
+    }
+}
+
+void SendLane::drop_rkeys(uint64_t rkeys)
+{
+    for (; rkeys != 0; rkeys &= rkeys - 1) {
+        control_.rkey_drop(__builtin_ctzll(rkeys));
+    }
 }
 
 ucs_status_t SendLane::get_now(SendOwner *owner, uint32_t route, uint32_t rkey,
@@ -198,8 +246,8 @@ ucs_status_t SendLane::get_now(SendOwner *owner, uint32_t route, uint32_t rkey,
         return UCS_ERR_NO_MEMORY;
     }
     req->staged = true;
-    control_.rkey_hold(rkey);
-    add_to_piece(req, rkey);
+    hold_rkeys(req->rkeys);
+    add_to_piece(req);
     open_record().get_dest.push_back({0, length, unpack, arg});
     builder_.add(remote_addr, length, rkey);
     if (piece_due()) {
@@ -235,20 +283,18 @@ bool SendLane::open_piece(abi::Op op, uint32_t route)
     builder_.open(seq, op, route);
     SlotRecord &record = open_record();
     record.op    = op;
-    record.rkeys = 0;
     record.requests.clear();
     record.get_dest.clear();
     return true;
 }
 
-void SendLane::add_to_piece(SendRequest *req, uint32_t rkey)
+void SendLane::add_to_piece(SendRequest *req)
 {
     SlotRecord &record = open_record();
     if (record.requests.empty() || (record.requests.back() != req)) {
         record.requests.push_back(req);
         ++req->pieces;
     }
-    record.rkeys |= 1ull << rkey;
 }
 
 /* Places as much of the request as the open piece takes; returns bytes. */
@@ -256,22 +302,19 @@ uint64_t SendLane::append(SendRequest *req)
 {
     SlotRecord &record  = open_record();
     const uint32_t slot = slot_of(builder_.seq(), geometry_.slots);
-    add_to_piece(req, req->rkey_index);
-    if (req->op == abi::kOpPut) {
-        return builder_.fill(req->segs, req->nsegs, req->remote_addr,
-                             req->rkey_index, &req->cursor,
-                             [&](const Placement &p) {
-                                 stager_->add(slot, reinterpret_cast<const void*>(
-                                                      p.addr),
-                                              p.slot_offset, p.length);
-                             });
-    }
-    return builder_.fill(req->segs, req->nsegs, req->remote_addr,
-                         req->rkey_index, &req->cursor,
-                         [&](const Placement &p) {
-                             record.get_dest.push_back({p.addr, p.length,
-                                                        nullptr, nullptr});
-                         });
+    add_to_piece(req);
+    const auto place = [&](const Placement &p) {
+        if (req->op == abi::kOpPut) {
+            stager_->add(slot, reinterpret_cast<const void*>(p.addr),
+                         p.slot_offset, p.length);
+        } else {
+            record.get_dest.push_back({p.addr, p.length, nullptr, nullptr});
+        }
+    };
+    return req->scattered ?
+           builder_.fill(req->scatter.data(), req->nsegs, &req->cursor, place) :
+           builder_.fill(req->segs, req->nsegs, req->remote_addr,
+                         req->rkey_index, &req->cursor, place);
 }
 
 void SendLane::publish()
@@ -374,7 +417,7 @@ unsigned SendLane::deliver()
     }
     delivering_.swap(finished_);
     for (SendRequest *req : delivering_) {
-        control_.rkey_drop(req->rkey_index);
+        drop_rkeys(req->rkeys);
         if (req->status != UCS_OK) {
             count(counters_->failed_ops);
         }

@@ -67,9 +67,12 @@ protected:
     ~SendOwner() = default;
 };
 
-/* One UCT operation. */
+/* One UCT operation: an iov to one contiguous remote range, or a
+ * scatter-gather list (put/get_sgl_zcopy) whose segments each have their
+ * remote address and key. */
 struct SendRequest {
-    static constexpr uint32_t kMaxIov = 16;
+    static constexpr uint32_t kMaxIov     = 16;
+    static constexpr uint32_t kMaxScatter = 4096; /* segments of an SGL */
 
     /* Appends the non-empty elements of a UCT iov as segments; false when
      * they are more than kMaxIov. */
@@ -80,10 +83,13 @@ struct SendRequest {
     SendOwner        *owner;
     abi::Op           op;
     uint32_t          route;
-    uint32_t          rkey_index;
+    uint32_t          rkey_index;  /* the contiguous remote range's key */
+    uint64_t          rkeys;       /* bit i: holds the lane's rkey entry i */
     uint64_t          remote_addr;
     IoSegment         segs[kMaxIov];
     uct_mem_h         memh[kMaxIov]; /* the caller's (inner) memh, direct path */
+    bool              scattered;   /* an SGL: its segments are in scatter */
+    std::vector<ScatterSegment> scatter;
     uint32_t          nsegs;
     OpCursor          cursor;  /* how far it is staged */
     uint64_t          pieces;  /* published pieces carrying it, not reaped */
@@ -138,6 +144,13 @@ public:
     ucs_status_t post(SendOwner *owner, abi::Op op, uint32_t route,
                       uint32_t rkey, uint64_t remote_addr, const uct_iov_t *iov,
                       size_t iovcnt, uct_completion_t *comp);
+    /* A queued scatter-gather operation (segments copied; their memory
+     * stays valid until completion), whose keys (the rkey entries of
+     * `rkeys`) the caller already holds (rkey_hold): the request takes the
+     * holds over when it returns UCS_INPROGRESS. No direct path. */
+    ucs_status_t post_scattered(SendOwner *owner, abi::Op op, uint32_t route,
+                                const ScatterSegment *segs, size_t count,
+                                uint64_t rkeys, uct_completion_t *comp);
 
     /* Ends the requests of `owner` none of whose bytes were staged yet
      * with UCS_ERR_CANCELED (delivered from progress). */
@@ -175,7 +188,6 @@ private:
     struct SlotRecord {
         abi::Op                   op;
         ucs_status_t              status; /* its completion's, once read */
-        uint64_t                  rkeys; /* bit i: uses rkey entry i */
         std::vector<SendRequest*> requests;
         /* GET: where the slot's bytes go, in slot order */
         struct GetDest {
@@ -213,7 +225,9 @@ private:
     {
         return records_[slot_of(builder_.seq(), geometry_.slots)];
     }
-    void         add_to_piece(SendRequest *req, uint32_t rkey);
+    void         add_to_piece(SendRequest *req);
+    void         hold_rkeys(uint64_t rkeys);
+    void         drop_rkeys(uint64_t rkeys);
     uint64_t     append(SendRequest *req);
     void         publish();
     bool         piece_due() const;
@@ -291,8 +305,8 @@ ucs_status_t SendLane::put_now(SendOwner *owner, uint32_t route, uint32_t rkey,
         return UCS_ERR_NO_MEMORY;
     }
     req->staged = true;
-    control_.rkey_hold(rkey);
-    add_to_piece(req, rkey);
+    hold_rkeys(req->rkeys);
+    add_to_piece(req);
     builder_.add(remote_addr, *length, rkey);
     if (piece_due()) {
         publish();

@@ -89,10 +89,10 @@ void SendLane::give_up(SendRequest *req, ucs_status_t status)
 {
     const uint32_t rkey = req->rkey_index;
     if ((req->pieces == 0) && !req->cursor.started() &&
-        (req->status == UCS_OK) &&
+        (req->status == UCS_OK) && !req->scattered &&
         req->owner->fall_back(*req, control_.rkey_packed(rkey),
                               control_.rkey_length(rkey))) {
-        control_.rkey_drop(rkey);
+        drop_rkeys(req->rkeys);
         free_request(req);
         return;
     }
