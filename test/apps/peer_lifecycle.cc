@@ -2,6 +2,7 @@
 
 #include "peer_process.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <sys/wait.h>
@@ -176,6 +177,38 @@ std::string cmd_zero(Peer &p)
            "|" + status_text(s3) + "|" + status_text(s4) + "|" + status_text(s5);
 }
 
+/* Lengths beyond what the iface advertises: refused in the call, nothing
+ * moves. */
+std::string cmd_oversize(Peer &p, uint64_t raddr, uct_rkey_t rkey)
+{
+    const uct_iface_attr_t &a = p.attr;
+    const size_t iovcnt       = a.cap.put.max_iov + 1;
+    if ((p.ep == nullptr) || (rkey == UCT_INVALID_RKEY) ||
+        (p.cur->size() < std::max(a.cap.put.max_short, a.cap.get.max_bcopy) + 1) ||
+        (p.cur->size() < iovcnt)) {
+        return "err no ep, key or room";
+    }
+    uint8_t *buffer = p.cur->data();
+    std::vector<uct_iov_t> iov(iovcnt, uct_iov_t{buffer, 1, p.cur->memh(), 0, 1});
+    for (size_t i = 0; i < iovcnt; ++i) {
+        iov[i].buffer = buffer + i;
+    }
+    size_t done = 0;
+    Op op       = {{op_done, 1, UCS_OK}, &done};
+    const ucs_status_t s1 = post_op([&] {
+        return uct_ep_put_short(p.ep, buffer, a.cap.put.max_short + 1, raddr, rkey);
+    });
+    const ucs_status_t s2 = post_op([&] {
+        return uct_ep_get_bcopy(p.ep, unpack_nothing, nullptr,
+                                a.cap.get.max_bcopy + 1, raddr, rkey, &op.comp);
+    });
+    const ucs_status_t s3 = post_op([&] {
+        return uct_ep_put_zcopy(p.ep, iov.data(), iovcnt, raddr, rkey, &op.comp);
+    });
+    return "oversize " + status_text(s1) + "|" + status_text(s2) + "|" +
+           status_text(s3);
+}
+
 std::string cmd_iface_flush(Peer &p, int ms)
 {
     uct_completion_t comp = {[](uct_completion_t *c) { c->count = -1; }, 1,
@@ -226,6 +259,14 @@ std::string lifecycle_command(Peer &p, const std::string &cmd,
     }
     if (cmd == "zero") {
         return cmd_zero(p);
+    }
+    if (cmd == "oversize") {
+        std::string raddr, rkey;
+        in >> raddr >> rkey;
+        if (rkey.empty()) {
+            return "err bad arguments";
+        }
+        return cmd_oversize(p, std::stoull(raddr, nullptr, 0), unpack_rkey(p, rkey));
     }
     if (cmd == "iface_flush") {
         int ms = 5000;

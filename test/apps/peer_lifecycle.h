@@ -17,6 +17,10 @@
  *   zero                          -> zero <put_short> <put_bcopy> <put_zcopy>
  *                                         <get_bcopy> <get_zcopy>
  *         zero-length operations with UCT_INVALID_RKEY (as UCP posts them)
+ *   oversize <raddr> <rkey>       -> oversize <put_short> <get_bcopy> <put_zcopy>
+ *         a put_short of max_short + 1 bytes, a get_bcopy of max_bcopy + 1,
+ *         a put_zcopy of max_iov + 1 elements (the current buffer must hold
+ *         them)
  *   iface_flush <ms>              -> ok | timeout | err <status>
  */
 #ifndef PXN_TOOLS_PEER_LIFECYCLE_H_

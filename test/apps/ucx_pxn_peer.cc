@@ -51,7 +51,7 @@
  *   serve                         progresses until the next line, which
  *                                 must be "stop"   -> ok
  *         (a target of a plain inner transport such as tcp needs this)
- *   contract, fork, put_cancel, pending, zero, iface_flush
+ *   contract, fork, put_cancel, pending, zero, oversize, iface_flush
  *         UCT's rules and a process's life: peer_lifecycle.h
  *   quit
  */

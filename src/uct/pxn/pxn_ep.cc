@@ -14,6 +14,7 @@ extern "C" {
 }
 
 #include <algorithm>
+#include <cinttypes>
 #include <cstring>
 #include <sched.h>
 
@@ -293,8 +294,10 @@ bool Ep::reroute()
  * it; another lane (or ep thread) that uses the key overwrites that. */
 ucs_status_t Ep::lane_rkey(uct_rkey_t rkey, uint32_t *index)
 {
-    if (rkey == UCT_INVALID_RKEY) {
-        return UCS_ERR_INVALID_PARAM; /* only zero-length operations have none */
+    if ((rkey == UCT_INVALID_RKEY) || (rkey == 0)) {
+        /* only zero-length operations have none; pxn's md needs a key
+         * (UCT_MD_FLAG_NEED_RKEY), so 0 is none of its own either */
+        return UCS_ERR_INVALID_PARAM;
     }
     auto *key            = reinterpret_cast<uct_pxn_rkey_t*>(rkey);
     LaneControl &control = lane_->control();
@@ -329,6 +332,26 @@ static size_t iov_bytes(const uct_iov_t *iov, size_t iovcnt)
     return total;
 }
 
+/* As UCX's transports do: every operation leaves a TRACE_DATA line (UCX's
+ * own tests count them; compiled out where UCX's build caps its log level
+ * lower), and a length beyond what the iface advertises is the caller's
+ * error, said where it happens. */
+static inline void trace_op(const void *ep, const char *op, size_t length,
+                            uint64_t remote_addr, uct_rkey_t rkey)
+{
+    ucs_trace_data("pxn ep %p: %s %zu bytes remote 0x%" PRIx64 " rkey 0x%lx",
+                   ep, op, length, remote_addr, static_cast<unsigned long>(rkey));
+}
+
+static ucs_status_t check_length(const char *what, size_t length, size_t max)
+{
+    if (ucs_likely(length <= max)) {
+        return UCS_OK;
+    }
+    ucs_error("Invalid %s: %zu (expected: <= %zu)", what, length, max);
+    return UCS_ERR_INVALID_PARAM;
+}
+
 /* A put_bcopy without a remote key may only pack nothing. */
 ssize_t Ep::pack_without_key(uct_pack_callback_t pack, void *arg)
 {
@@ -342,8 +365,12 @@ ssize_t Ep::pack_without_key(uct_pack_callback_t pack, void *arg)
 ucs_status_t Ep::put_short(const void *buffer, unsigned length,
                            uint64_t remote_addr, uct_rkey_t rkey)
 {
+    trace_op(this, "put_short", length, remote_addr, rkey);
     uint32_t index;
-    ucs_status_t status = ready();
+    ucs_status_t status = check_length("put_short length", length, hub_->max_short());
+    if (status == UCS_OK) {
+        status = ready();
+    }
     if ((status == UCS_OK) && (length == 0)) {
         return UCS_OK; /* nothing to move; its rkey may be UCT_INVALID_RKEY */
     }
@@ -374,6 +401,7 @@ ssize_t Ep::put_bcopy(uct_pack_callback_t pack, void *arg, uint64_t remote_addr,
     uint32_t index;
     ucs_status_t status = ready();
     if ((status == UCS_OK) && (rkey == UCT_INVALID_RKEY)) {
+        trace_op(this, "put_bcopy", 0, remote_addr, rkey);
         return pack_without_key(pack, arg);
     }
     if (status == UCS_OK) {
@@ -392,6 +420,7 @@ ssize_t Ep::put_bcopy(uct_pack_callback_t pack, void *arg, uint64_t remote_addr,
     if (status != UCS_OK) {
         return status;
     }
+    trace_op(this, "put_bcopy", packed, remote_addr, rkey);
     issued_ += (packed != 0);
     return static_cast<ssize_t>(packed);
 }
@@ -403,8 +432,12 @@ ucs_status_t Ep::get_bcopy(uct_unpack_callback_t unpack, void *arg,
     if (!hub_->net().has_get()) {
         return UCS_ERR_UNSUPPORTED; /* GET_BCOPY not advertised */
     }
+    trace_op(this, "get_bcopy", length, remote_addr, rkey);
     uint32_t index;
-    ucs_status_t status = ready();
+    ucs_status_t status = check_length("get_bcopy length", length, hub_->max_bcopy());
+    if (status == UCS_OK) {
+        status = ready();
+    }
     if ((status == UCS_OK) && (length == 0)) {
         return UCS_OK;
     }
@@ -427,10 +460,20 @@ ucs_status_t Ep::zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
     if ((op == abi::kOpGet) && !hub_->net().has_get()) {
         return UCS_ERR_UNSUPPORTED; /* GET_ZCOPY not advertised */
     }
+    const bool get     = (op == abi::kOpGet);
+    const size_t bytes = iov_bytes(iov, iovcnt);
+    trace_op(this, get ? "get_zcopy" : "put_zcopy", bytes, remote_addr, rkey);
     uint32_t index;
     bool direct         = false;
-    ucs_status_t status = ready(&direct);
-    if ((status == UCS_OK) && (iov_bytes(iov, iovcnt) == 0)) {
+    ucs_status_t status = check_length(get ? "get_zcopy length" : "put_zcopy length",
+                                       bytes, hub_->max_zcopy());
+    if (status == UCS_OK) {
+        status = check_length("iov count", iovcnt, SendRequest::kMaxIov);
+    }
+    if (status == UCS_OK) {
+        status = ready(&direct);
+    }
+    if ((status == UCS_OK) && (bytes == 0)) {
         return UCS_OK; /* nothing to move; its rkey may be UCT_INVALID_RKEY */
     }
     if ((status == UCS_OK) && direct) {

@@ -27,7 +27,11 @@ ucs_status_t Ep::sgl(abi::Op op, void *const *buffers, const size_t *lengths,
     if ((op == abi::kOpGet) && !hub_->net().has_get()) {
         return UCS_ERR_UNSUPPORTED;
     }
+    ucs_trace_data("pxn ep %p: %s of %zu elements", this,
+                   (op == abi::kOpGet) ? "get_sgl_zcopy" : "put_sgl_zcopy", count);
     if (count > SendRequest::kMaxScatter) {
+        ucs_error("Invalid sgl count: %zu (expected: <= %zu)", count,
+                  size_t(SendRequest::kMaxScatter));
         return UCS_ERR_INVALID_PARAM;
     }
     ucs_status_t status = ready();

@@ -54,6 +54,8 @@ public:
     {
         return std::min<uint64_t>(settings().geometry.slot_size, 65536);
     }
+    /* Largest zcopy: pieces of it go through the slots one after another. */
+    size_t          max_zcopy() const { return size_t(1) << 30; }
     /* The iface's port: the direct path and passive eps use it. */
     Net            &net() const { return *port_; }
     Node           &node() const { return *node_; }

@@ -98,14 +98,14 @@ static ucs_status_t uct_pxn_iface_query(uct_iface_h tl_iface,
     attr->cap.put.max_short       = hub->max_short();
     attr->cap.put.max_bcopy       = hub->max_bcopy();
     attr->cap.put.min_zcopy       = 0;
-    attr->cap.put.max_zcopy       = 1ul << 30;
+    attr->cap.put.max_zcopy       = hub->max_zcopy();
     attr->cap.put.opt_zcopy_align = 1;
     attr->cap.put.align_mtu       = 1;
     attr->cap.put.max_iov         = pxn::uct::SendRequest::kMaxIov;
     if (hub->net().has_get()) {
         attr->cap.get.max_bcopy       = hub->max_bcopy();
         attr->cap.get.min_zcopy       = 0;
-        attr->cap.get.max_zcopy       = 1ul << 30;
+        attr->cap.get.max_zcopy       = hub->max_zcopy();
         attr->cap.get.opt_zcopy_align = 1;
         attr->cap.get.align_mtu       = 1;
         attr->cap.get.max_iov         = pxn::uct::SendRequest::kMaxIov;

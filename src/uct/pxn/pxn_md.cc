@@ -74,15 +74,28 @@ uct_pxn_md_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params) no
 
     /* The memh is the inner md's: its dereg (invalidation included, where
      * the inner md supports it) is ours. */
+    if (!(params->field_mask & UCT_MD_MEM_DEREG_FIELD_MEMH) ||
+        (params->memh == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
     if (params->memh == kPxnMemhNoInner) {
         /* Nothing registered, nothing to revoke: invalidation is what the
-         * inner md makes of it without a registration (pxn_compat.cc). */
-        if ((params->field_mask & UCT_MD_MEM_DEREG_FIELD_FLAGS) &&
-            (params->flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE) &&
-            (params->field_mask & UCT_MD_MEM_DEREG_FIELD_COMPLETION) &&
-            (params->comp != nullptr)) {
-            uct_invoke_completion(params->comp, UCS_OK);
+         * inner md claims without a registration (pxn_compat.cc), checked
+         * as UCX's mds check it. */
+        const bool invalidate = (params->field_mask & UCT_MD_MEM_DEREG_FIELD_FLAGS) &&
+                                (params->flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE);
+        const bool has_comp   = (params->field_mask & UCT_MD_MEM_DEREG_FIELD_COMPLETION) &&
+                                (params->comp != nullptr);
+        if (!invalidate) {
+            return UCS_OK;
         }
+        if (!(md->reg->attr().cap.flags & UCT_MD_FLAG_INVALIDATE)) {
+            return UCS_ERR_UNSUPPORTED;
+        }
+        if (!has_comp) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        uct_invoke_completion(params->comp, UCS_OK);
         return UCS_OK;
     }
     uct_md_h inner = md->reg->md();

@@ -3,7 +3,8 @@
  * commands of peer_lifecycle.h): completions only from progress, never
  * inside the posting call (credit timeouts of every length); flush with
  * UCT_FLUSH_FLAG_CANCEL; pending_add's UCS_ERR_BUSY; zero-length
- * operations without a remote key; an iface flush after an ep failed; eps
+ * operations without a remote key; lengths beyond the iface's caps; an
+ * iface flush after an ep failed; eps
  * to peers pxn does not carry (the process itself, its own rail) refused
  * at creation; an ep-to-ep uct_ep_create that does not wait on a stopped
  * relay.
@@ -122,6 +123,23 @@ TEST_F(PxnContract, ZeroLengthOperationsWithoutARemoteKeyComplete)
     /* the ep is as good as before */
     EXPECT_EQ("Success", put(sender, t, 4096, 1024));
     EXPECT_EQ("ok", target->call("check 67 0 4096"));
+}
+
+/* As UCX's transports check them (UCT_CHECK_LENGTH): an error in the call,
+ * nothing moved, the ep as good as before. */
+TEST_F(PxnContract, LengthsBeyondTheIfaceCapsAreRefusedInTheCall)
+{
+    const size_t size = 128 << 10; /* > max_bcopy (64 KiB) + 1 */
+    auto [relay, target, sender, t] = cma_cross_rail(size, 71);
+    ASSERT_TRUE(relay && target && sender);
+    const std::string invalid = ucs_status_string(UCS_ERR_INVALID_PARAM);
+    EXPECT_EQ("oversize " + invalid + "|" + invalid + "|" + invalid,
+              sender->call("oversize " + t.addr + " " + t.rkey));
+    EXPECT_EQ(0, completions_inside_calls(sender));
+    pxn_test::hold_for(0.2, "anything wrongly posted would land");
+    EXPECT_NE("ok", target->call("check 71 0 1025")); /* the put_short's */
+    EXPECT_EQ("Success", put(sender, t, size, 65536));
+    EXPECT_EQ("ok", target->call("check 71 0 " + std::to_string(size)));
 }
 
 TEST_F(PxnContract, IfaceFlushCompletesAfterAnEpFailed)
