@@ -49,7 +49,7 @@ namespace pxn {
 namespace abi {
 
 constexpr uint64_t kMagic      = 0x314e58505843556full; /* "oUCXPXN1" */
-constexpr uint32_t kAbiVersion = 6;
+constexpr uint32_t kAbiVersion = 7;
 constexpr size_t   kCacheLine  = 64;
 constexpr size_t   kNameMax    = 64;  /* NUL-terminated names */
 constexpr size_t   kHandleMax  = 128; /* arena export handle */
@@ -167,6 +167,9 @@ struct alignas(kCacheLine) RelayCounters {
                                (LaneProducer::abandoned) */
     uint64_t rkeys_held;    /* remote keys unpacked with the inner transport
                                now, all lanes */
+    uint64_t inner_ops;     /* inner operations posted (an SGL counts once) */
+    uint64_t inner_sgl_ops; /* of which scatter-gather operations of several
+                               slices (put/get_sgl_zcopy) */
 };
 
 struct alignas(kCacheLine) SenderCounters {
@@ -407,7 +410,7 @@ constexpr uint64_t kCountersOffset = 1024;
 static_assert(sizeof(ProcessHeader) <= kCountersOffset, "counters after header");
 static_assert(kCountersOffset + sizeof(ProcessCounters) <= kLaneOffset,
               "counters before lane 0");
-static_assert(sizeof(RelayCounters) == 128 && sizeof(SenderCounters) == 128,
+static_assert(sizeof(RelayCounters) == 192 && sizeof(SenderCounters) == 128,
               "counter blocks ABI");
 
 /* --- access to concurrently used fields -------------------------------- */

@@ -101,6 +101,7 @@ struct Settings {
                                                           keeps its memory */
     uint64_t                 relay_slice       = 0;   /* 0: inner limits only */
     uint64_t                 relay_slice_merge = 4096;
+    bool                     relay_sgl         = true; /* inner SGL ops */
     uint64_t                 initial_seq       = 0; /* new lanes count from here */
 };
 

@@ -379,6 +379,60 @@ static ucs_status_t uct_pxn_iface_query_v2(uct_iface_h tl_iface,
 }
 #endif
 
+void uct_pxn_compat_sgl_limits(uct_iface_h iface, size_t *max_put,
+                               size_t *max_get)
+{
+    *max_put = 0;
+    *max_get = 0;
+#if defined(PXN_UCX_IFACE_QUERY_V2) && defined(PXN_UCX_EP_PUT_SGL_ZCOPY)
+    uct_iface_attr_v2_t attr = {};
+    attr.field_mask = UCT_IFACE_ATTR_FIELD_CAP_FLAGS |
+                      UCT_IFACE_ATTR_FIELD_MAX_PUT_SGL_ZCOPY_COUNT
+#ifdef PXN_UCX_EP_GET_SGL_ZCOPY
+                      | UCT_IFACE_ATTR_FIELD_MAX_GET_SGL_ZCOPY_COUNT
+#endif
+                      ;
+    if (uct_iface_query_v2(iface, &attr) != UCS_OK) {
+        return;
+    }
+    if (attr.cap.flags & UCT_IFACE_FLAG_V2_PUT_SGL_ZCOPY) {
+        *max_put = attr.max_put_sgl_zcopy_count;
+    }
+#ifdef PXN_UCX_EP_GET_SGL_ZCOPY
+    if (attr.cap.flags & UCT_IFACE_FLAG_V2_GET_SGL_ZCOPY) {
+        *max_get = attr.max_get_sgl_zcopy_count;
+    }
+#endif
+#else
+    (void)iface;
+#endif
+}
+
+ucs_status_t uct_pxn_compat_sgl_zcopy(bool get, uct_ep_h ep,
+                                      void *const *buffers,
+                                      const size_t *lengths,
+                                      const uct_mem_h *memhs,
+                                      const uint64_t *remote_addrs,
+                                      const uct_rkey_t *rkeys, size_t count,
+                                      uct_completion_t *comp)
+{
+#ifdef PXN_UCX_EP_GET_SGL_ZCOPY
+    if (get) {
+        return uct_ep_get_sgl_zcopy(ep, buffers, lengths, memhs, remote_addrs,
+                                    rkeys, nullptr, nullptr, count, comp);
+    }
+#endif
+#ifdef PXN_UCX_EP_PUT_SGL_ZCOPY
+    if (!get) {
+        return uct_ep_put_sgl_zcopy(ep, buffers, lengths, memhs, remote_addrs,
+                                    rkeys, nullptr, nullptr, count, comp);
+    }
+#endif
+    (void)get; (void)ep; (void)buffers; (void)lengths; (void)memhs;
+    (void)remote_addrs; (void)rkeys; (void)count; (void)comp;
+    return UCS_ERR_UNSUPPORTED;
+}
+
 void uct_pxn_compat_iface_internal_ops(uct_iface_internal_ops_t *ops)
 {
     ops->ep_invalidate = uct_pxn_ep_invalidate;

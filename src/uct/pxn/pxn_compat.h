@@ -39,6 +39,20 @@ void uct_pxn_compat_md_ops(uct_md_ops_t *ops);
  * ...) and ep_invalidate, whose signature changed. */
 void uct_pxn_compat_iface_internal_ops(uct_iface_internal_ops_t *ops);
 
+/* An inner iface's scatter-gather operations (put_sgl_zcopy from UCX 1.22,
+ * get_sgl_zcopy from master): the most elements of one (0: it has none,
+ * or this UCX does not know them), and the operation itself
+ * (UCS_ERR_UNSUPPORTED where this UCX has none). */
+void uct_pxn_compat_sgl_limits(uct_iface_h iface, size_t *max_put,
+                               size_t *max_get);
+ucs_status_t uct_pxn_compat_sgl_zcopy(bool get, uct_ep_h ep,
+                                      void *const *buffers,
+                                      const size_t *lengths,
+                                      const uct_mem_h *memhs,
+                                      const uint64_t *remote_addrs,
+                                      const uct_rkey_t *rkeys, size_t count,
+                                      uct_completion_t *comp);
+
 /* The component's rkey_unpack, and rkey_compare where the component has
  * it, as the positional initializer of uct_component_t lists them between
  * rkey_ptr and md_config. */

@@ -172,15 +172,15 @@ int uct_pxn_iface_is_reachable(const uct_iface_h tl_iface,
 /* pxn's counters as UCX shows them (VFS files, statistics counters), in
  * the order of kCounterNames: the relay's of this iface's home rail, then
  * the process's sender counters. */
-static constexpr unsigned kNumRelayCounters = 10;
-static constexpr unsigned kNumCounters      = 19;
+static constexpr unsigned kNumRelayCounters = 12;
+static constexpr unsigned kNumCounters      = 21;
 /* and, after them, the age of the last completion of each block */
 static constexpr unsigned kNumStats = kNumCounters + 2;
 static const char *const kCounterNames[kNumCounters] = {
     "relay/pieces", "relay/bytes", "relay/failed_pieces",
     "relay/rejected_descriptors", "relay/routes", "relay/route_errors",
     "relay/lane_resets", "relay/inflight", "relay/fenced", "relay/rkeys_held",
-    "sender/pieces", "sender/bytes", "sender/credit_stalls", "sender/failed_ops",
+    "relay/inner_ops", "relay/inner_sgl_ops", "sender/pieces", "sender/bytes", "sender/credit_stalls", "sender/failed_ops",
     "sender/fallback_ops", "sender/fallback_bytes", "sender/lanes",
     "sender/gather_pieces", "sender/spare_misses"};
 
@@ -192,7 +192,7 @@ static uint64_t uct_pxn_counter(Hub *hub, unsigned i)
         const uint64_t *const values[kNumRelayCounters] = {
             &r.pieces, &r.bytes, &r.failed_pieces, &r.rejected, &r.routes,
             &r.route_errors, &r.lane_resets, &r.inflight, &r.fenced,
-            &r.rkeys_held};
+            &r.rkeys_held, &r.inner_ops, &r.inner_sgl_ops};
         return pxn::abi::load_relaxed(*values[i]);
     }
     const pxn::abi::SenderCounters &c = hub->sender_counters();

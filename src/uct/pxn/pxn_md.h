@@ -51,6 +51,7 @@ typedef struct uct_pxn_md_config {
     double                   heartbeat_timeout;
     size_t                   relay_slice;
     size_t                   relay_slice_merge;
+    int                      relay_sgl;
     unsigned long            initial_seq;
 } uct_pxn_md_config_t;
 

@@ -204,6 +204,13 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      ucs_offsetof(uct_pxn_md_config_t, relay_slice_merge),
      UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"RELAY_SGL", "y",
+     "The relay forwards the slices of a piece (up to 64) with one\n"
+     "scatter-gather operation where the inner transport has one\n"
+     "(put_sgl_zcopy, get_sgl_zcopy: UCX master's cuda_ipc). n: one inner\n"
+     "operation per slice.",
+     ucs_offsetof(uct_pxn_md_config_t, relay_sgl), UCS_CONFIG_TYPE_BOOL},
+
     {"INITIAL_SEQ", "0",
      "Sequence number a sender's new lane counts from (testing: a value near\n"
      "the limit, 18446744069414584319, makes lanes drain and re-establish\n"
@@ -319,6 +326,7 @@ ucs_status_t uct_pxn_md_settings(const uct_pxn_md_config_t *config,
     s.initial_seq        = config->initial_seq;
     s.relay_slice        = config->relay_slice;
     s.relay_slice_merge  = config->relay_slice_merge;
+    s.relay_sgl          = (config->relay_sgl != 0);
     return pxn::validate(s, error);
 }
 

@@ -1,5 +1,7 @@
 #include "pxn_net.h"
 
+#include "pxn_compat.h"
+
 extern "C" {
 #include <ucs/sys/compiler.h> /* UCX's config.h first: ENABLE_STATS */
 }
@@ -126,10 +128,23 @@ ucs_status_t UctNet::open(const InnerMd &md, const std::string &tl_name,
             net->event_fd_ = -1;
         }
     }
+    uct_pxn_compat_sgl_limits(net->iface_, &net->max_put_sgl_,
+                              &net->max_get_sgl_);
+    if (!net->has_get()) {
+        net->max_get_sgl_ = 0;
+    }
     uct_iface_progress_enable(net->iface_,
                               UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     *net_p = std::move(net);
     return UCS_OK;
+}
+
+ucs_status_t UctNet::sgl_zcopy(bool get, uct_ep_h ep, const Sgl &sgl,
+                               uct_completion_t *comp)
+{
+    return uct_pxn_compat_sgl_zcopy(get, ep, sgl.buffers, sgl.lengths,
+                                    sgl.memhs, sgl.remote_addrs, sgl.rkeys,
+                                    sgl.count, comp);
 }
 
 Bytes UctNet::device_address() const

@@ -75,6 +75,26 @@ public:
                                    uint64_t remote_addr, uct_rkey_t rkey,
                                    uct_completion_t *comp) = 0;
 
+    /* One inner scatter-gather operation (UCX's put/get_sgl_zcopy):
+     * element i moves lengths[i] bytes between buffers[i] (registered as
+     * memhs[i]) and remote_addrs[i] (rkeys[i]). */
+    struct Sgl {
+        void *const      *buffers;
+        const size_t     *lengths;
+        const uct_mem_h  *memhs;
+        const uint64_t   *remote_addrs;
+        const uct_rkey_t *rkeys;
+        size_t            count;
+    };
+    /* Most elements of one such operation; 0 where the inner transport, or
+     * the UCX pxn was built against, has none. */
+    size_t max_sgl(bool get) const { return get ? max_get_sgl_ : max_put_sgl_; }
+    virtual ucs_status_t sgl_zcopy(bool /* get */, uct_ep_h, const Sgl &,
+                                   uct_completion_t *)
+    {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
     /* A packed inner rkey of `length` bytes (as a peer's md packed it).
      * Where the inner md needs no key (tcp and cma from UCX 1.14/1.15 on)
      * the key is empty and unpacks to UCT_INVALID_RKEY, as UCP passes to
@@ -104,6 +124,8 @@ protected:
     std::string      device_;
     uct_iface_attr_t attr_{};
     ConnectMode      mode_ = ConnectMode::kIface;
+    size_t           max_put_sgl_ = 0;
+    size_t           max_get_sgl_ = 0;
 
 private:
     std::mutex       lock_;
@@ -142,6 +164,8 @@ public:
     {
         return uct_ep_get_zcopy(ep, iov, 1, remote_addr, rkey, comp);
     }
+    ucs_status_t sgl_zcopy(bool get, uct_ep_h ep, const Sgl &sgl,
+                           uct_completion_t *comp) override;
     ucs_status_t rkey_unpack(const uint8_t *packed, size_t length,
                              uct_rkey_bundle_t *rkey) override;
     void         rkey_release(uct_rkey_bundle_t *rkey) override;

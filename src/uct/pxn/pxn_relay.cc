@@ -43,6 +43,14 @@ ucs_status_t Relay::create(const Params &params, const Settings &settings,
         return status;
     }
 
+    /* One inner SGL operation carries up to kBatch slices of a piece. */
+    const auto batch = [&](bool get) {
+        const size_t max = settings.relay_sgl ? net->max_sgl(get) : 0;
+        return (max >= 2) ? std::min(max, kBatch) : size_t(1);
+    };
+    relay->batch_put_ = batch(false);
+    relay->batch_get_ = batch(true);
+
     const size_t route_words = (settings.routes + 63) / 64;
     relay->lanes_.resize(settings.geometry.lanes);
     for (uint32_t i = 0; i < settings.geometry.lanes; ++i) {
@@ -365,13 +373,14 @@ unsigned Relay::start_piece(Lane &lane)
  * failed. The completion guard is released once everything is posted. */
 void Relay::post(Piece &piece)
 {
-    const Lane &lane = *piece.lane;
-    const bool  get  = (piece.snapshot.header().op == abi::kOpGet);
-    uct_ep_h    ep   = routes_->ep(piece.route);
+    const Lane  &lane = *piece.lane;
+    const bool   get  = (piece.snapshot.header().op == abi::kOpGet);
+    const Batch &b    = piece.batch;
+    uct_ep_h     ep   = routes_->ep(piece.route);
 
     piece.posting = true;
     while ((piece.status == UCS_OK) &&
-           (piece.has_op || piece.slicer.next(&piece.op))) {
+           (piece.has_op || fill(piece, get ? batch_get_ : batch_put_))) {
         if (fenced(lane)) {
             piece.status = UCS_ERR_CANCELED;
             piece.has_op = false;
@@ -379,19 +388,19 @@ void Relay::post(Piece &piece)
             break;
         }
         piece.has_op = true;
-        uct_iov_t iov;
-        iov.buffer   = lane.slots.base + piece.slot_base + piece.op.slot_offset;
-        iov.length   = piece.op.length;
-        iov.memh     = lane.slots.memh;
-        iov.stride   = 0;
-        iov.count    = 1;
-        const uct_rkey_t rkey = lane.rkeys.rkey(piece.op.rkey_index);
         ++piece.done.comp.count;
-        ucs_status_t status =
-                get ? net_->get_zcopy(ep, &iov, piece.op.remote_addr, rkey,
-                                      &piece.done.comp) :
-                      net_->put_zcopy(ep, &iov, piece.op.remote_addr, rkey,
-                                      &piece.done.comp);
+        ucs_status_t status;
+        if (b.count == 1) {
+            uct_iov_t iov = {b.buffers[0], b.lengths[0], b.memhs[0], 0, 1};
+            status = get ? net_->get_zcopy(ep, &iov, b.remote_addrs[0],
+                                           b.rkeys[0], &piece.done.comp) :
+                           net_->put_zcopy(ep, &iov, b.remote_addrs[0],
+                                           b.rkeys[0], &piece.done.comp);
+        } else {
+            const Net::Sgl sgl{b.buffers, b.lengths, b.memhs, b.remote_addrs,
+                               b.rkeys, b.count};
+            status = net_->sgl_zcopy(get, ep, sgl, &piece.done.comp);
+        }
         if (status != UCS_INPROGRESS) {
             --piece.done.comp.count;
         }
@@ -401,12 +410,33 @@ void Relay::post(Piece &piece)
         piece.has_op = false;
         if (UCS_STATUS_IS_ERR(status)) {
             piece.status = status;
+        } else {
+            abi::bump(counters_->inner_ops);
+            abi::bump(counters_->inner_sgl_ops, b.count > 1);
         }
     }
     piece.posting = false;
     if (!piece.has_op && (--piece.done.comp.count == 0)) {
         finish(piece);
     }
+}
+
+bool Relay::fill(Piece &piece, size_t max)
+{
+    const Lane &lane = *piece.lane;
+    Batch &b         = piece.batch;
+    InnerOp op;
+    b.count = 0;
+    while ((b.count < max) && piece.slicer.next(&op)) {
+        b.buffers[b.count]      = lane.slots.base + piece.slot_base +
+                                  op.slot_offset;
+        b.lengths[b.count]      = op.length;
+        b.memhs[b.count]        = lane.slots.memh;
+        b.remote_addrs[b.count] = op.remote_addr;
+        b.rkeys[b.count]        = lane.rkeys.rkey(op.rkey_index);
+        ++b.count;
+    }
+    return b.count > 0;
 }
 
 void Relay::piece_completed(uct_completion_t *comp)

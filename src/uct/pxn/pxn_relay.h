@@ -4,7 +4,8 @@
  * from the relay-wide route table, picks up published pieces in seq order,
  * validates a private copy of each descriptor, forwards the piece from its
  * slot with the inner transport (put_zcopy for PUT, get_zcopy into the slot
- * for GET) and writes completions in seq order.
+ * for GET; its slices together as one put/get_sgl_zcopy where the inner
+ * transport has those) and writes completions in seq order.
  *
  * Threading: progress() and everything else run on the engine thread with
  * the Net lock held; inner completion callbacks run inside Net::progress()
@@ -133,6 +134,19 @@ private:
     static_assert(std::is_standard_layout<PieceCompletion>::value,
                   "ucs_container_of needs a standard-layout type");
 
+    /* The inner operations of one post: one zcopy, or one scatter-gather
+     * operation of up to kBatch slices where the inner transport has them
+     * (Net::max_sgl, UCX_PXN_RELAY_SGL). */
+    static constexpr size_t kBatch = 64;
+    struct Batch {
+        void      *buffers[kBatch];
+        size_t     lengths[kBatch];
+        uct_mem_h  memhs[kBatch];
+        uint64_t   remote_addrs[kBatch];
+        uct_rkey_t rkeys[kBatch];
+        size_t     count = 0;
+    };
+
     struct Piece {
         PieceCompletion    done{};
         Relay             *relay  = nullptr;
@@ -145,8 +159,8 @@ private:
         uint64_t           rkeys  = 0;    /* bit k: holds lane rkey k */
         DescriptorSnapshot snapshot;
         Slicer             slicer;
-        InnerOp            op{};
-        bool               has_op = false; /* op not yet posted */
+        Batch              batch;
+        bool               has_op = false; /* batch not yet posted */
         bool               posting = false;
         bool               active = false;
         ucs_status_t       status = UCS_OK;
@@ -167,6 +181,8 @@ private:
     /* The fence (above): nothing more of this incarnation goes out. */
     bool     fenced(const Lane &lane) const;
     void     post(Piece &piece);
+    /* The piece's next slices into its batch; false when none are left. */
+    bool     fill(Piece &piece, size_t max);
     void     finish(Piece &piece);
     Piece   *free_piece();
     /* A committed descriptor whose doorbell does not come: is its owner
@@ -180,6 +196,8 @@ private:
     Registry                   *registry_ = nullptr;
     Geometry                    geometry_;
     SlicePolicy                 policy_{};
+    size_t                      batch_put_ = 1; /* slices per inner put */
+    size_t                      batch_get_ = 1;
     std::unique_ptr<RouteTable> routes_;
     std::vector<Lane>           lanes_;
     std::vector<Piece>          pieces_;

@@ -114,6 +114,27 @@ void FakeNet::ep_destroy(uct_ep_h tl_ep)
     ++stats_.eps_destroyed;
 }
 
+ucs_status_t FakeNet::copy(void *buffer, size_t length, uint64_t remote_addr,
+                           uct_rkey_t rkey, bool put)
+{
+    const uint64_t index = rkey;
+    uint8_t *remote      = reinterpret_cast<uint8_t*>(remote_addr);
+    if ((index >= regions_.size()) || (remote < regions_[index].base) ||
+        (remote + length > regions_[index].base + regions_[index].length)) {
+        ++stats_.protection_errors;
+        return UCS_ERR_IO_ERROR;
+    }
+    if (put) {
+        memcpy(remote, buffer, length);
+        ++stats_.puts;
+    } else {
+        memcpy(buffer, remote, length);
+        ++stats_.gets;
+    }
+    stats_.bytes += length;
+    return UCS_OK;
+}
+
 ucs_status_t FakeNet::transfer(uct_ep_h tl_ep, const uct_iov_t *iov,
                                uint64_t remote_addr, uct_rkey_t rkey,
                                uct_completion_t *comp, bool put)
@@ -122,27 +143,30 @@ ucs_status_t FakeNet::transfer(uct_ep_h tl_ep, const uct_iov_t *iov,
     if (!ep->connected) {
         return UCS_ERR_NOT_CONNECTED;
     }
-    if (fail_status_ != UCS_OK) {
-        pending_.push_back({comp, ep, fail_status_});
-        return UCS_INPROGRESS;
+    const ucs_status_t status = (fail_status_ != UCS_OK) ? fail_status_ :
+                                copy(iov->buffer, iov->length, remote_addr,
+                                     rkey, put);
+    pending_.push_back({comp, ep, status});
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t FakeNet::sgl_zcopy(bool get, uct_ep_h tl_ep, const Sgl &sgl,
+                                uct_completion_t *comp)
+{
+    FakeEp *ep = reinterpret_cast<FakeEp*>(tl_ep);
+    if ((sgl.count == 0) || (sgl.count > max_sgl(get))) {
+        return UCS_ERR_INVALID_PARAM;
     }
-    const uint64_t index = rkey;
-    uint8_t *remote      = reinterpret_cast<uint8_t*>(remote_addr);
-    if ((index >= regions_.size()) || (remote < regions_[index].base) ||
-        (remote + iov->length > regions_[index].base + regions_[index].length)) {
-        ++stats_.protection_errors;
-        pending_.push_back({comp, ep, UCS_ERR_IO_ERROR});
-        return UCS_INPROGRESS;
+    if (!ep->connected) {
+        return UCS_ERR_NOT_CONNECTED;
     }
-    if (put) {
-        memcpy(remote, iov->buffer, iov->length);
-        ++stats_.puts;
-    } else {
-        memcpy(iov->buffer, remote, iov->length);
-        ++stats_.gets;
+    ucs_status_t status = fail_status_;
+    for (size_t i = 0; (i < sgl.count) && (status == UCS_OK); ++i) {
+        status = copy(sgl.buffers[i], sgl.lengths[i], sgl.remote_addrs[i],
+                      sgl.rkeys[i], !get);
     }
-    stats_.bytes += iov->length;
-    pending_.push_back({comp, ep, UCS_OK});
+    ++stats_.sgl_ops;
+    pending_.push_back({comp, ep, status});
     return UCS_INPROGRESS;
 }
 

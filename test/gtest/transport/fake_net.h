@@ -34,7 +34,8 @@ public:
         unsigned eps_destroyed  = 0;
         unsigned rkeys_unpacked = 0;
         unsigned rkeys_released = 0;
-        uint64_t puts = 0, gets = 0, bytes = 0;
+        uint64_t puts = 0, gets = 0, bytes = 0; /* per element of an SGL */
+        uint64_t sgl_ops = 0;  /* scatter-gather operations */
         unsigned protection_errors = 0; /* an op outside its rkey's range */
     };
 
@@ -48,6 +49,12 @@ public:
     void release_all();
     void fail_ops(ucs_status_t status) { fail_status_ = status; }
     void fail_ep_create(ucs_status_t status) { ep_create_status_ = status; }
+    /* Scatter-gather operations of up to this many elements (0: none). */
+    void offer_sgl(size_t max_put, size_t max_get)
+    {
+        max_put_sgl_ = max_put;
+        max_get_sgl_ = max_get;
+    }
     size_t inflight() const { return pending_.size(); }
     const Stats &stats() const { return stats_; }
     /* An (iface) address of a fake target, distinct per index. */
@@ -74,6 +81,8 @@ public:
     ucs_status_t get_zcopy(uct_ep_h ep, const uct_iov_t *iov,
                            uint64_t remote_addr, uct_rkey_t rkey,
                            uct_completion_t *comp) override;
+    ucs_status_t sgl_zcopy(bool get, uct_ep_h ep, const Sgl &sgl,
+                           uct_completion_t *comp) override;
     ucs_status_t rkey_unpack(const uint8_t *packed, size_t length,
                              uct_rkey_bundle_t *rkey) override;
     void         rkey_release(uct_rkey_bundle_t *rkey) override;
@@ -95,6 +104,9 @@ private:
         ucs_status_t      status;
     };
 
+    /* One element: its status (the copy is done at once). */
+    ucs_status_t copy(void *buffer, size_t length, uint64_t remote_addr,
+                      uct_rkey_t rkey, bool put);
     ucs_status_t transfer(uct_ep_h ep, const uct_iov_t *iov,
                           uint64_t remote_addr, uct_rkey_t rkey,
                           uct_completion_t *comp, bool put);

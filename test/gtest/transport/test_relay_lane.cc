@@ -73,6 +73,51 @@ protected:
         *pieces = relay_counters().pieces;
     }
 
+    /* `blocks` blocks of `block` bytes, every other block-sized range of
+     * the target (no two adjacent: a plan each), as one scatter-gather
+     * request (put: pattern -> target; get: target -> local), every byte
+     * checked; *inner_ops / *sgl_ops: what the relay posted. */
+    void scattered(pxn::abi::Op op, size_t blocks, size_t block,
+                   uint64_t *inner_ops, uint64_t *sgl_ops)
+    {
+        std::unique_ptr<SendLane> lane;
+        pxn::RouteAnswer route;
+        ASSERT_NO_FATAL_FAILURE(open_route(2 * blocks * block, 9, &lane, &route));
+        const bool get      = (op == pxn::abi::kOpGet);
+        auto local          = get ? std::vector<uint8_t>(blocks * block, 0) :
+                                    pattern(blocks * block, 11);
+        const auto remote   = pattern(target_.size(), 12);
+        if (get) {
+            target_ = remote;
+        }
+        const uint32_t rkey = lane_rkey(*lane);
+        lane->control().rkey_hold(rkey);
+        std::vector<pxn::ScatterSegment> segs(blocks);
+        for (size_t i = 0; i < blocks; ++i) {
+            segs[i] = {reinterpret_cast<uint64_t>(local.data() + i * block), block,
+                       reinterpret_cast<uint64_t>(target_.data() + 2 * i * block),
+                       rkey};
+        }
+        TestOwner owner;
+        Completion comp;
+        ASSERT_EQ(UCS_INPROGRESS,
+                  lane->post_scattered(&owner, op, route.route, segs.data(),
+                                       segs.size(), 1ull << rkey, &comp.comp));
+        ASSERT_TRUE(drive([&] { return comp.calls == 1; }));
+        EXPECT_EQ(UCS_OK, comp.comp.status);
+        for (size_t i = 0; i < blocks; ++i) {
+            const uint8_t *there = target_.data() + 2 * i * block;
+            ASSERT_EQ(0, memcmp(local.data() + i * block, there, block)) << i;
+            if (!get) {
+                ASSERT_EQ(0u, there[block]) << i; /* the gap stays */
+            }
+        }
+        *inner_ops = relay_counters().inner_ops;
+        *sgl_ops   = relay_counters().inner_sgl_ops;
+        EXPECT_EQ(*sgl_ops, net_->stats().sgl_ops);
+        EXPECT_EQ(blocks, get ? net_->stats().gets : net_->stats().puts);
+    }
+
     static std::vector<uint8_t> pattern(size_t size, uint64_t seed)
     {
         std::vector<uint8_t> v(size);
@@ -270,6 +315,41 @@ TEST_F(RelayLane, SmallPutsGoOutInPiecesOfPieceOpsWhileTheRingHasRoom)
      * that no put finds the ring full, until progress sends it. */
     ASSERT_NO_FATAL_FAILURE(small_puts(80, &pieces));
     EXPECT_EQ(4u, pieces);
+}
+
+/* A piece holds up to max_plan (64) blocks; an inner transport with
+ * scatter-gather operations of at most 16 elements takes them in 4. */
+TEST_F(RelayLane, BlocksOfAPieceGoAsInnerSglOperationsWhereTheInnerTransportHasThem)
+{
+    settings_.piece_ops = 0;
+    net_->offer_sgl(16, 16);
+    for (const auto op : {pxn::abi::kOpPut, pxn::abi::kOpGet}) {
+        uint64_t inner_ops = 0, sgl_ops = 0;
+        ASSERT_NO_FATAL_FAILURE(scattered(op, 256, 200, &inner_ops, &sgl_ops));
+        EXPECT_EQ(16u, inner_ops) << op; /* 256 blocks in pieces of 64 */
+        EXPECT_EQ(16u, sgl_ops) << op;
+        TearDown();
+        SetUp();
+        settings_.piece_ops = 0;
+        net_->offer_sgl(16, 16);
+    }
+}
+
+TEST_F(RelayLane, BlocksGoOneInnerOperationEachWithoutInnerSgl)
+{
+    settings_.piece_ops = 0;
+    net_->offer_sgl(16, 16);
+    settings_.relay_sgl = false; /* UCX_PXN_RELAY_SGL=n */
+    uint64_t inner_ops = 0, sgl_ops = 0;
+    ASSERT_NO_FATAL_FAILURE(scattered(pxn::abi::kOpPut, 256, 200, &inner_ops, &sgl_ops));
+    EXPECT_EQ(256u, inner_ops);
+    EXPECT_EQ(0u, sgl_ops);
+    TearDown();
+    SetUp();
+    settings_.piece_ops = 0; /* an inner transport without them */
+    ASSERT_NO_FATAL_FAILURE(scattered(pxn::abi::kOpGet, 256, 200, &inner_ops, &sgl_ops));
+    EXPECT_EQ(256u, inner_ops);
+    EXPECT_EQ(0u, sgl_ops);
 }
 
 TEST_F(RelayLane, InnerErrorFailsTheRouteButNotTheLane)

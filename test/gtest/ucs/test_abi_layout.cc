@@ -23,7 +23,7 @@ namespace abi = pxn::abi;
 TEST(AbiLayout, ConstantsArePinned)
 {
     EXPECT_EQ(0, std::memcmp(&abi::kMagic, "oUCXPXN1", 8));
-    EXPECT_EQ(6u, abi::kAbiVersion);
+    EXPECT_EQ(7u, abi::kAbiVersion);
     EXPECT_EQ(1u, abi::kLaneKeepRoutes);
     EXPECT_EQ(64u, abi::kCacheLine);
     EXPECT_EQ(64u, abi::kNameMax);
@@ -92,11 +92,11 @@ TEST(AbiLayout, ProcessHeader)
 TEST(AbiLayout, CountersSitBetweenHeaderAndLanes)
 {
     EXPECT_EQ(1024u, abi::kCountersOffset);
-    EXPECT_EQ(128u, sizeof(abi::RelayCounters));
+    EXPECT_EQ(192u, sizeof(abi::RelayCounters));
     EXPECT_EQ(128u, sizeof(abi::SenderCounters));
-    EXPECT_EQ(256u, sizeof(abi::ProcessCounters));
+    EXPECT_EQ(320u, sizeof(abi::ProcessCounters));
     EXPECT_EQ(0u, offsetof(abi::ProcessCounters, relay));
-    EXPECT_EQ(128u, offsetof(abi::ProcessCounters, sender));
+    EXPECT_EQ(192u, offsetof(abi::ProcessCounters, sender));
     EXPECT_EQ(64u, offsetof(abi::RelayCounters, last_completion_ns));
     EXPECT_EQ(64u, offsetof(abi::SenderCounters, last_completion_ns));
     EXPECT_EQ(0u, offsetof(abi::RelayCounters, pieces));
@@ -110,6 +110,8 @@ TEST(AbiLayout, CountersSitBetweenHeaderAndLanes)
     EXPECT_EQ(104u, offsetof(abi::RelayCounters, lanes_backed));
     EXPECT_EQ(112u, offsetof(abi::RelayCounters, fenced));
     EXPECT_EQ(120u, offsetof(abi::RelayCounters, rkeys_held));
+    EXPECT_EQ(128u, offsetof(abi::RelayCounters, inner_ops));
+    EXPECT_EQ(136u, offsetof(abi::RelayCounters, inner_sgl_ops));
     EXPECT_EQ(72u, offsetof(abi::SenderCounters, lane_open_ns));
     EXPECT_EQ(80u, offsetof(abi::SenderCounters, lane_map_ns));
     EXPECT_EQ(88u, offsetof(abi::SenderCounters, spare_misses));

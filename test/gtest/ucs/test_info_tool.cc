@@ -156,6 +156,8 @@ protected:
         store_relaxed(c->relay.lane_commits, uint64_t(3));
         store_relaxed(c->relay.lane_commit_ns, uint64_t(4500000));
         store_relaxed(c->relay.warm_claims, uint64_t(5));
+        store_relaxed(c->relay.inner_ops, uint64_t(13));
+        store_relaxed(c->relay.inner_sgl_ops, uint64_t(3));
         store_relaxed(c->sender.lane_open_ns, uint64_t(7300000));
         store_relaxed(c->sender.lane_map_ns, uint64_t(2000000));
         store_relaxed(c->sender.credit_stalls, uint64_t(4));
@@ -229,7 +231,7 @@ TEST_F(InfoToolTest, ShowsARelayItsCountersAndTheOwnerOfAClaimedLane)
                             "fallback_ops 0 fallback_bytes 777 lanes 0"))
             << r.output;
     EXPECT_NE(std::string::npos,
-              r.output.find("inflight 0, last completion never\n"))
+              r.output.find("inflight 0 inner_ops 13 (3 sgl), last completion never\n"))
             << r.output;
     EXPECT_NE(std::string::npos,
               r.output.find("memory: lanes_backed 2 lane_commits 3 (4.5 ms) "
