@@ -3,12 +3,16 @@
  * instructions by callgrind (stable run to run, unlike time on a shared
  * machine), beside the same operations timed natively.
  *
- *   ucx_pxn_op_cost [--ops N] [--big-ops N] [--single N] [--eps N]
+ *   ucx_pxn_op_cost [--ops N] [--big-ops N] [--single N] [--sgls N] [--eps N]
  *                   [--valgrind PATH] [--no-valgrind] [--keep DIR]
  *                   [--profile N] [--env UCX_PXN_X=v]...
  *
  * --eps N: N more endpoints to the same target, idle (an application with
- * many peers); --profile N: the N costliest functions of each row.
+ * many peers); --profile N: the N costliest functions of each row;
+ * --sgls N: the SGL rows' operations (built against a UCX with
+ * uct_ep_put_sgl_zcopy, 1.22 on, and uct_ep_get_sgl_zcopy, master): N
+ * SGLs of 64 blocks of 8 KiB each, the blocks a block apart, counted per
+ * block.
  *
  * Three processes on this host, no network namespaces, inner transport cma
  * (rails told apart by UCX_PXN_RAIL_MAP, nodes by UCX_PXN_GROUP):
@@ -40,6 +44,9 @@
 
 #include <ucs/pxn/abi.h>
 #include <uct/api/uct.h>
+#ifdef PXN_UCX_EP_PUT_SGL_ZCOPY
+#include <uct/api/v2/uct_v2.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -70,7 +77,7 @@ void idle_until_eof(const std::string &line)
 
 /* --- the sender ------------------------------------------------------------ */
 
-enum class OpKind { kShort, kPutZcopy, kGetZcopy };
+enum class OpKind { kShort, kPutZcopy, kGetZcopy, kPutSgl, kGetSgl };
 
 struct Phase {
     const char *name;
@@ -78,6 +85,7 @@ struct Phase {
     size_t      size;
     bool        single;
     unsigned    ops;
+    unsigned    blocks = 1; /* an SGL's elements: the row counts per block */
 };
 
 struct Result {
@@ -207,8 +215,54 @@ private:
                    uct_ep_get_zcopy(ep_, &iov, 1, remote_ + offset, rkey_.rkey,
                                     &op->comp);
         }
+        case OpKind::kPutSgl:
+        case OpKind::kGetSgl:
+            return post_sgl(p, i, op);
         }
         return UCS_ERR_INVALID_PARAM;
+    }
+
+    /* The elements of the SGLs [first, first + count): blocks a block
+     * apart (a plan each, as KV-cache blocks are), made before counting
+     * (the application's part). */
+    void prepare_sgl(const Phase &p, unsigned first, unsigned count)
+    {
+        const size_t n = size_t(count) * p.blocks;
+        sgl_first_ = first;
+        sgl_buffers_.resize(n);
+        sgl_lengths_.assign(n, p.size);
+        sgl_memhs_.assign(n, memh_);
+        sgl_remote_.resize(n);
+        sgl_rkeys_.assign(n, rkey_.rkey);
+        for (size_t k = 0; k < n; ++k) {
+            const size_t offset = ((first * size_t(p.blocks) + k) * 2 * p.size) %
+                                  (kBuffer / 2);
+            sgl_buffers_[k] = buffer_ + offset;
+            sgl_remote_[k]  = remote_ + offset;
+        }
+    }
+
+    ucs_status_t post_sgl(const Phase &p, unsigned i, Op *op)
+    {
+        const size_t k = size_t(i - sgl_first_) * p.blocks;
+#ifdef PXN_UCX_EP_PUT_SGL_ZCOPY
+        if (p.kind == OpKind::kPutSgl) {
+            return uct_ep_put_sgl_zcopy(ep_, &sgl_buffers_[k], &sgl_lengths_[k],
+                                        &sgl_memhs_[k], &sgl_remote_[k],
+                                        &sgl_rkeys_[k], nullptr, nullptr,
+                                        p.blocks, &op->comp);
+        }
+#endif
+#ifdef PXN_UCX_EP_GET_SGL_ZCOPY
+        if (p.kind == OpKind::kGetSgl) {
+            return uct_ep_get_sgl_zcopy(ep_, &sgl_buffers_[k], &sgl_lengths_[k],
+                                        &sgl_memhs_[k], &sgl_remote_[k],
+                                        &sgl_rkeys_[k], nullptr, nullptr,
+                                        p.blocks, &op->comp);
+        }
+#endif
+        (void)k; (void)op;
+        return UCS_ERR_UNSUPPORTED;
     }
 
     /* Operations [first, first + count) of phase p, then a flush; counted
@@ -216,6 +270,9 @@ private:
     void batch(const Phase &p, unsigned first, unsigned count, Result *r)
     {
         ops_.resize(count);
+        if ((p.kind == OpKind::kPutSgl) || (p.kind == OpKind::kGetSgl)) {
+            prepare_sgl(p, first, count);
+        }
         unsigned done = 0, expected = 0;
         const uint64_t sent0 = self_.sent(), relayed0 = relay_.relay_done();
         on();
@@ -264,7 +321,7 @@ private:
         }
         r->ns += clock() - t0;
         off();
-        r->ops += count;
+        r->ops += count * p.blocks;
     }
 
     Uct               &u_;
@@ -276,12 +333,19 @@ private:
     uct_mem_h          memh_ = nullptr;
     Counters           relay_, self_;
     std::vector<Op>    ops_;
+    unsigned           sgl_first_ = 0;
+    std::vector<void*>     sgl_buffers_;
+    std::vector<size_t>    sgl_lengths_;
+    std::vector<uct_mem_h> sgl_memhs_;
+    std::vector<uint64_t>  sgl_remote_;
+    std::vector<uct_rkey_t> sgl_rkeys_;
     bool               collecting_ = false;
     bool               counting_   = true;
 };
 
 struct Options {
     unsigned ops = 2000, big_ops = 32, single = 200, extra_eps = 0;
+    unsigned sgls = 32; /* SGLs of 64 blocks of 8 KiB (UCX >= 1.22) */
     std::string valgrind = "valgrind";
     bool use_valgrind = true;
     std::string keep;
@@ -302,6 +366,12 @@ std::vector<Phase> phases(const Options &o)
         {"get_zcopy 4 KiB", OpKind::kGetZcopy, 4096, true, o.single},
         {"put_zcopy 1 MiB", OpKind::kPutZcopy, 1 << 20, true, o.big_ops},
         {"get_zcopy 1 MiB", OpKind::kGetZcopy, 1 << 20, true, o.big_ops},
+#ifdef PXN_UCX_EP_PUT_SGL_ZCOPY
+        {"put_sgl 64x8 KiB", OpKind::kPutSgl, 8192, false, o.sgls, 64},
+#endif
+#ifdef PXN_UCX_EP_GET_SGL_ZCOPY
+        {"get_sgl 64x8 KiB", OpKind::kGetSgl, 8192, false, o.sgls, 64},
+#endif
     };
 }
 
@@ -441,6 +511,7 @@ int drive(const char *self, const Options &o)
                                      "--ops", std::to_string(o.ops),
                                      "--big-ops", std::to_string(o.big_ops),
                                      "--single", std::to_string(o.single),
+                                     "--sgls", std::to_string(o.sgls),
                                      "--eps", std::to_string(o.extra_eps),
                                      "--relay-pid", std::to_string(relay.pid),
                                      t[1], t[2], t[3], t[4]};
@@ -475,7 +546,8 @@ int drive(const char *self, const Options &o)
     }
 
     const std::vector<Phase> list = phases(o);
-    printf("ucx_pxn_op_cost: pxn sender CPU per operation, inner cma, host memory\n");
+    printf("ucx_pxn_op_cost: pxn sender CPU per operation (per block of an "
+           "SGL), inner cma, host memory\n");
     printf("%-16s %-7s %5s %9s | %9s %9s %9s | %9s | %5s %5s\n", "operation",
            "pattern", "ops", "ops/piece", "instr/op", "copy", "other", "ns/op",
            "idle", "retry");
@@ -561,6 +633,8 @@ int main(int argc, char **argv)
             o.big_ops = std::max(1, atoi(value().c_str()));
         } else if (a == "--single") {
             o.single = std::max(1, atoi(value().c_str()));
+        } else if (a == "--sgls") {
+            o.sgls = std::max(1, atoi(value().c_str()));
         } else if (a == "--eps") {
             o.extra_eps = std::max(0, atoi(value().c_str()));
         } else if (a == "--relay-pid") {
@@ -579,7 +653,7 @@ int main(int argc, char **argv)
             rest.push_back(a);
         } else {
             fprintf(stderr, "usage: ucx_pxn_op_cost [--ops N] [--big-ops N] "
-                    "[--single N] [--eps N] [--valgrind PATH] [--no-valgrind] [--keep DIR] "
+                    "[--single N] [--sgls N] [--eps N] [--valgrind PATH] [--no-valgrind] [--keep DIR] "
                     "[--profile N] "
                     "[--env UCX_PXN_X=v]...\n");
             return 2;

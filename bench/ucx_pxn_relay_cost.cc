@@ -13,7 +13,9 @@
  * pieces until the relay completed the last one; not counted: the sender,
  * FakeNet's own functions and its data copy (a real inner transport moves
  * the bytes in the kernel or the NIC). Default geometry (7 lanes, one of
- * them in use, 18 slots of 8 MiB).
+ * them in use, 18 slots of 8 MiB). The SGL rows: FakeNet offers
+ * scatter-gather operations of 64 elements, and the relay posts the 64
+ * operations of a piece as one (UCX_PXN_RELAY_SGL).
  */
 #include "callgrind_dump.h"
 
@@ -69,11 +71,12 @@ struct Phase {
     pxn::abi::Op op;
     size_t       size;     /* of each operation */
     unsigned     per_piece; /* operations in one piece, not contiguous */
+    bool         inner_sgl = false; /* FakeNet offers put/get_sgl_zcopy */
 };
 
 class Rig {
 public:
-    explicit Rig(const std::string &dir)
+    Rig(const std::string &dir, bool inner_sgl)
     {
         settings_.group   = "relaycost";
         settings_.node_id = "n0";
@@ -85,6 +88,9 @@ public:
             die("cannot open a registry in " + dir);
         }
         net_ = std::make_shared<pxn_test::FakeNet>();
+        if (inner_sgl) {
+            net_->offer_sgl(64, 64);
+        }
         pxn::uct::RelayService::Params params;
         params.registry          = registry_.get();
         params.net               = net_;
@@ -238,6 +244,8 @@ const std::vector<Phase> &phases()
         {"get, 1 x 4 KiB", pxn::abi::kOpGet, 4096, 1},
         {"get, 64 x 4 KiB", pxn::abi::kOpGet, 4096, 64},
         {"get, 1 x 1 MiB", pxn::abi::kOpGet, 1 << 20, 1},
+        {"put, 64 x 4 KiB, SGL", pxn::abi::kOpPut, 4096, 64, true},
+        {"get, 64 x 4 KiB, SGL", pxn::abi::kOpGet, 4096, 64, true},
     };
     return list;
 }
@@ -248,16 +256,21 @@ int measure(unsigned pieces)
     if (mkdtemp(dir) == nullptr) {
         die("mkdtemp failed");
     }
-    {
-        Rig rig(dir);
+    for (const bool sgl : {false, true}) {
+        Rig rig(dir, sgl);
         for (size_t i = 0; i < phases().size(); ++i) {
+            if (phases()[i].inner_sgl != sgl) {
+                continue;
+            }
             rig.run(phases()[i], pieces, false); /* warm */
             const unsigned rounds = rig.run(phases()[i], pieces, true);
             CALLGRIND_DUMP_STATS_AT(("phase" + std::to_string(i)).c_str());
             printf("phase %zu %u %u\n", i, pieces, rounds);
         }
-        rig.idle(1000);
-        CALLGRIND_DUMP_STATS_AT("idle");
+        if (!sgl) {
+            rig.idle(1000);
+            CALLGRIND_DUMP_STATS_AT("idle");
+        }
     }
     if (system((std::string("rm -rf ") + dir).c_str()) != 0) {
         fprintf(stderr, "ucx_pxn_relay_cost: could not remove %s\n", dir);
@@ -303,10 +316,12 @@ int main(int argc, char **argv)
     if (system(cmd.c_str()) != 0) {
         die("the run under callgrind failed (see " + dir + "/log)");
     }
-    std::vector<unsigned> rounds;
+    std::vector<unsigned> rounds(phases().size(), 0);
     FILE *f = fopen((dir + "/rounds").c_str(), "r");
     for (unsigned i, n, r; (f != nullptr) && (fscanf(f, "phase %u %u %u\n", &i, &n, &r) == 3);) {
-        rounds.push_back(r);
+        if (i < rounds.size()) {
+            rounds[i] = r;
+        }
     }
     if (f != nullptr) {
         fclose(f);
@@ -314,7 +329,7 @@ int main(int argc, char **argv)
     const auto dumps = read_dumps(dir, "", "FakeNet");
     printf("ucx_pxn_relay_cost: relay instructions per piece (callgrind), "
            "FakeNet inner transport, %u pieces each\n", pieces);
-    printf("%-18s | %9s %9s | %8s %12s\n", "pieces", "instr", "per op",
+    printf("%-22s | %9s %9s | %8s %12s\n", "pieces", "instr", "per op",
            "rounds", "copy (fake)");
     for (size_t i = 0; i < phases().size() && i < rounds.size(); ++i) {
         const auto it = dumps.find("phase" + std::to_string(i));
@@ -323,18 +338,20 @@ int main(int argc, char **argv)
         }
         const double copy  = double(copy_cost(it->second));
         const double per   = (double(it->second.total) - copy) / pieces;
-        printf("%-18s | %9.0f %9.0f | %8.1f %12.0f\n", phases()[i].name, per,
+        printf("%-22s | %9.0f %9.0f | %8.1f %12.0f\n", phases()[i].name, per,
                per / phases()[i].per_piece, double(rounds[i]) / pieces,
                copy / pieces);
     }
     const auto idle = dumps.find("idle");
     if (idle != dumps.end()) {
-        printf("%-18s | %9.0f %9s | %8s %12s\n", "idle round", idle->second.total / 1000.0,
+        printf("%-22s | %9.0f %9s | %8s %12s\n", "idle round", idle->second.total / 1000.0,
                "-", "-", "-");
     }
     printf("instr: the relay's rounds from publication to the last completion, "
            "per piece, without FakeNet's own functions and copy; per op: per "
            "operation (plan) of the piece; rounds: relay rounds per piece; "
+           "SGL: FakeNet offers put/get_sgl_zcopy (64 elements), the relay "
+           "posts a piece's 64 operations as one; "
            "idle round: one round over 7 lanes with nothing to do\n");
     if (keep.empty() && (system(("rm -rf " + dir).c_str()) != 0)) {
         fprintf(stderr, "ucx_pxn_relay_cost: could not remove %s\n", dir.c_str());

@@ -356,6 +356,8 @@ unsigned Relay::start_piece(Lane &lane)
     }
     lane.rkeys.hold(piece->rkeys);
     piece->has_op    = false;
+    piece->ops       = 0;
+    piece->sgl_ops   = 0;
     piece->slicer.reset(policy_, piece->snapshot.plans(),
                         piece->snapshot.header().plan_count);
     piece->done.comp.func   = piece_completed;
@@ -367,6 +369,24 @@ unsigned Relay::start_piece(Lane &lane)
     abi::store_relaxed(counters_->inflight, uint64_t(inflight_));
     post(*piece);
     return 1;
+}
+
+inline bool Relay::fill(Piece &piece, size_t max)
+{
+    const Lane &lane = *piece.lane;
+    Batch &b         = piece.batch;
+    InnerOp op;
+    b.count = 0;
+    while ((b.count < max) && piece.slicer.next(&op)) {
+        b.buffers[b.count]      = lane.slots.base + piece.slot_base +
+                                  op.slot_offset;
+        b.lengths[b.count]      = op.length;
+        b.memhs[b.count]        = lane.slots.memh;
+        b.remote_addrs[b.count] = op.remote_addr;
+        b.rkeys[b.count]        = lane.rkeys.rkey(op.rkey_index);
+        ++b.count;
+    }
+    return b.count > 0;
 }
 
 /* Posts the piece's inner operations until done, out of resources, or
@@ -411,32 +431,14 @@ void Relay::post(Piece &piece)
         if (UCS_STATUS_IS_ERR(status)) {
             piece.status = status;
         } else {
-            abi::bump(counters_->inner_ops);
-            abi::bump(counters_->inner_sgl_ops, b.count > 1);
+            ++piece.ops;
+            piece.sgl_ops += (b.count > 1);
         }
     }
     piece.posting = false;
     if (!piece.has_op && (--piece.done.comp.count == 0)) {
         finish(piece);
     }
-}
-
-bool Relay::fill(Piece &piece, size_t max)
-{
-    const Lane &lane = *piece.lane;
-    Batch &b         = piece.batch;
-    InnerOp op;
-    b.count = 0;
-    while ((b.count < max) && piece.slicer.next(&op)) {
-        b.buffers[b.count]      = lane.slots.base + piece.slot_base +
-                                  op.slot_offset;
-        b.lengths[b.count]      = op.length;
-        b.memhs[b.count]        = lane.slots.memh;
-        b.remote_addrs[b.count] = op.remote_addr;
-        b.rkeys[b.count]        = lane.rkeys.rkey(op.rkey_index);
-        ++b.count;
-    }
-    return b.count > 0;
 }
 
 void Relay::piece_completed(uct_completion_t *comp)
@@ -453,6 +455,8 @@ void Relay::finish(Piece &piece)
     ucs_status_t status = (piece.status != UCS_OK) ? piece.status :
                                                      piece.done.comp.status;
     lane.rkeys.drop(piece.rkeys);
+    abi::bump(counters_->inner_ops, piece.ops);
+    abi::bump(counters_->inner_sgl_ops, piece.sgl_ops);
     routes_->piece_finished(piece.route, status);
     if ((status != UCS_OK) && !routes_->usable(piece.route)) {
         /* its target is gone or unreachable: the keys of its memory too */

@@ -160,6 +160,8 @@ private:
         DescriptorSnapshot snapshot;
         Slicer             slicer;
         Batch              batch;
+        uint32_t           ops     = 0;    /* inner operations posted */
+        uint32_t           sgl_ops = 0;    /* of which scatter-gather */
         bool               has_op = false; /* batch not yet posted */
         bool               posting = false;
         bool               active = false;
