@@ -13,6 +13,10 @@
 
 namespace pxn {
 
+namespace {
+constexpr char kThreadName[] = "ucx-pxn"; /* what ucx_pxn_info and tests look for */
+}
+
 ucs_status_t Engine::start(EngineClient *client, const Options &options)
 {
     client_  = client;
@@ -28,6 +32,9 @@ ucs_status_t Engine::start(EngineClient *client, const Options &options)
     watch_forks();
     try {
         thread_ = std::thread(&Engine::loop, this);
+        /* Named before start() returns: whoever lists the process's
+         * threads after that sees "ucx-pxn", however late it is scheduled. */
+        pthread_setname_np(thread_.native_handle(), kThreadName);
     } catch (const std::exception &e) {
         ucs_error("pxn: failed to start the engine thread: %s", e.what());
         close_fds();
@@ -79,7 +86,6 @@ void Engine::wake()
 
 void Engine::loop()
 {
-    pthread_setname_np(pthread_self(), "ucx-pxn");
     client_->thread_init();
     std::vector<pollfd> fds;
     unsigned idle = 0;
