@@ -147,18 +147,16 @@ TEST_F(PxnUcp, RmaCheckCrossRailWithA64MiBRegistryFileSystem)
 /* UCP's SGL datatype (UCX 1.22 on), as NIXL's UCX backend sends a
  * descriptor list with NIXL_UCX_SGL_ENABLE=y: 64 blocks of 8-64 KiB per
  * ucp_put_nbx, one put_sgl_zcopy of the pxn lane each; every byte checked
- * by the target, every byte through the relay. Gets in SGL where UCX has
- * get_sgl_zcopy (master). */
+ * by the target, every byte through the relay. Puts only: UCP takes the SGL
+ * datatype in ucp_put_nbx alone (master too, though its UCT has
+ * get_sgl_zcopy); pxn's SGL gets are UCT's (test_pxn_sgl.cc). */
 TEST_F(PxnUcp, RmaCheckSglPutsCrossRail)
 {
 #ifndef PXN_UCX_EP_PUT_SGL_ZCOPY
     GTEST_SKIP() << "this UCX has no SGL operations (UCX 1.22 on)";
 #else
     std::vector<std::string> args = {"--sgl", "64", "--min-block", "8192",
-                                     "--max-block", "65536"};
-#ifndef PXN_UCX_EP_GET_SGL_ZCOPY
-    args.push_back("--no-get");
-#endif
+                                     "--max-block", "65536", "--no-get"};
     rma_check_cross_rail(14140, 2, args, {"UCX_PROTO_INFO=y"});
     const OpTables t = op_tables(initiator_log_, "ucp_put");
     std::cout << "UCX_PROTO_INFO, ucp_put:\n" << t.text;
