@@ -30,4 +30,4 @@ fi
 echo "[build] make" >&2
 make -j"$jobs" all >make.out 2>&1 || { cat make.out; exit 1; }
 make install >install.out 2>&1 || { cat install.out; exit 1; }
-echo "[build] module installed: $(sed -n 's/^UCX_MODULEDIR = //p' Makefile)/libuct_pxn.so.0" >&2
+echo "[build] module installed: $(sed -n 's/^UCX_MODULEDIR = //p' Makefile)/$(sed -n 's/^PXN_MODULE_FILE = //p' Makefile)" >&2

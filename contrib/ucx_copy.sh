@@ -24,7 +24,8 @@ cp -a "$ucx" "$copy"
 # libtool archives and pkg-config files name their prefix.
 find "$copy/lib" \( -name '*.la' -o -name '*.pc' \) -print0 |
     xargs -0 sed -i "s|$ucx|$copy|g"
-rm -f "$copy/lib/ucx/libuct_pxn".* "$copy/bin/ucx_pxn_"* # its own build's
+rm -f "$copy/lib/ucx/libuct_pxn".* "$copy/lib/ucx/libuct_pxn"-* "$copy/lib/ucx/libpxn_transport"* \
+      "$copy/bin/ucx_pxn_"* # its own build's
 for program in ucx_info ucx_perftest; do
     mv "$copy/bin/$program" "$copy/bin/$program.real"
     cat > "$copy/bin/$program" <<WRAPPER

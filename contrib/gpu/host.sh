@@ -37,6 +37,7 @@ export LD_LIBRARY_PATH=$c/ucx/lib:$c/extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PXN_BUILD_DIR=$c/build PXN_UCX_PREFIX=$c/ucx
 export PXN_MODULE_INSTALLED=$c/ucx/lib/ucx/libuct_pxn.so.0
 cp "$c/build/.libs/libuct_pxn.so.0.0.0" "$PXN_MODULE_INSTALLED"
+cp "$c/build/.libs/libpxn_transport.so.0.0.0" "$c/ucx/lib/ucx/libpxn_transport.so.0"
 bench=$c/build/bench
 
 section "machine"

@@ -24,7 +24,7 @@ for f in "$libdir"/lib*.so; do cp -L "$f" "$out/nixl/lib/"; done
 cp -L "$libdir/plugins/libplugin_UCX.so" "$out/nixl/lib/plugins/"
 for lib in ucs uct ucp ucm; do cp -L "$NIXL_UCX/lib/lib$lib.so.0" "$out/ucx/lib/"; done
 # the modules this check uses: cma and cuda (cuda_copy, cuda_ipc), pxn, ucm's cuda hooks
-for m in uct_cma uct_cuda uct_pxn ucm_cuda; do cp -L "$NIXL_UCX/lib/ucx/lib$m.so.0" "$out/ucx/lib/ucx/"; done
+for m in uct_cma uct_cuda uct_pxn pxn_transport ucm_cuda; do cp -L "$NIXL_UCX/lib/ucx/lib$m.so.0" "$out/ucx/lib/ucx/"; done
 for p in ucx_info ucx_pxn_relay ucx_pxn_info; do
     src=$NIXL_UCX/bin/$p
     [ -x "$src.real" ] && src=$src.real # a contrib/ucx_copy.sh copy

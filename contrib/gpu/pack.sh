@@ -16,7 +16,7 @@
 # gpu-carry/ mirrors a build tree, so that the programs find each other
 # through PXN_BUILD_DIR=gpu-carry/build:
 #   gpu-carry/ucx/{bin,lib,lib/ucx}   UCX with the pxn module and tools
-#   gpu-carry/build/.libs             libuct_pxn.so.0.0.0 (run.sh installs it)
+#   gpu-carry/build/.libs             libuct_pxn.so.0.0.0, libpxn_transport.so.0.0.0 (run.sh installs them)
 #   gpu-carry/build/bench             ucx_pxn_bench, ucx_pxn_stage_bench,
 #                                     ucx_pxn_ucp_bench
 #   gpu-carry/build/test/apps         ucx_pxn_peer and the tests' helpers
@@ -54,7 +54,7 @@ if [ "${1:-}" = versions ]; then
         # and the programs it starts, in a build-tree mirror
         make -C "$b" -j"$(nproc)" check TESTS= >/dev/null
         mkdir -p "$d/build/.libs" "$d/build/test/apps" "$d/build/test/gtest"
-        cp -L "$b/.libs/libuct_pxn.so.0.0.0" "$d/build/.libs/"
+        cp -L "$b"/.libs/{libuct_pxn,libpxn_transport}.so.0.0.0 "$d/build/.libs/"
         cp "$b/test/gtest/uct_gtest" "$d/build/test/gtest/"
         for app in $test_apps; do cp "$b/test/apps/$app" "$d/build/test/apps/"; done
         find "$d" -type f -exec strip --strip-debug {} + 2>/dev/null || true
@@ -92,7 +92,7 @@ for program in ucx_info ucx_perftest ucx_pxn_relay ucx_pxn_info; do
         cp "$ucx/bin/$program" "$out/ucx/bin/"
     fi
 done
-cp -L "$build/.libs/libuct_pxn.so.0.0.0" "$out/build/.libs/"
+cp -L "$build"/.libs/{libuct_pxn,libpxn_transport}.so.0.0.0 "$out/build/.libs/"
 cp "$build"/bench/{ucx_pxn_bench,ucx_pxn_stage_bench,ucx_pxn_ucp_bench} \
    "$out/build/bench/"
 for app in $test_apps; do

@@ -58,7 +58,9 @@ if [ "$what" = versions ]; then
         (at 0 0 "$u/bin/ucx_info" -v) | head -2
         if [ -x "$u/build/test/gtest/uct_gtest" ]; then
             section "UCX $v: GPU tests"
-            cp "$u/build/.libs/libuct_pxn.so.0.0.0" "$u/lib/ucx/libuct_pxn.so.0"
+            for m in libuct_pxn libpxn_transport; do # the module and the transport it opens
+                cp "$u/build/.libs/$m.so.0.0.0" "$u/lib/ucx/$m.so.0"
+            done
             # the tests set what they need: nothing of this script's own
             env -u UCX_PXN_NET_TLS -u UCX_CUDA_IPC_ENABLE_GET_ZCOPY \
                 LD_LIBRARY_PATH="$u/lib:$c/extra" PXN_BUILD_DIR="$u/build" \
@@ -119,6 +121,7 @@ export LD_LIBRARY_PATH=$c/ucx/lib:$c/extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PXN_BUILD_DIR=$c/build PXN_UCX_PREFIX=$c/ucx PXN_SOURCE_DIR=$top
 export PXN_MODULE_INSTALLED=$c/ucx/lib/ucx/libuct_pxn.so.0
 cp "$c/build/.libs/libuct_pxn.so.0.0.0" "$PXN_MODULE_INSTALLED"
+cp "$c/build/.libs/libpxn_transport.so.0.0.0" "$c/ucx/lib/ucx/libpxn_transport.so.0"
 
 if [ "$what" = all ] || [ "$what" = tests ]; then
     section "machine"

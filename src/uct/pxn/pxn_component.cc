@@ -1,7 +1,10 @@
 /*
- * Registration of the pxn component, md and transport, the way UCX's own
- * modules register (constructor of the shared object): with pxn in UCX's
- * module list the loader dlopen()s us; with a stock UCX, LD_PRELOAD does.
+ * Registration of the pxn component, md and transport, as UCX's own modules
+ * register, but not from a constructor: this library (libpxn_transport) is
+ * opened by the module UCX loads (libuct_pxn, pxn_module.cc) once the
+ * version guard has found the process's UCX to be the one pxn was built
+ * for, and it calls pxn_transport_register(). Opened any other way, it
+ * registers nothing.
  */
 #include "pxn_compat.h"
 #include "pxn_iface.h"
@@ -45,4 +48,19 @@ UCT_TL_DEFINE_ENTRY(&uct_pxn_component, pxn, uct_pxn_query_devices,
                     uct_pxn_iface_t, "PXN_", uct_pxn_iface_config_table,
                     uct_pxn_iface_config_t);
 
-UCT_SINGLE_TL_INIT(&uct_pxn_component, pxn, ctor,,)
+/* uct_pxn_init() and uct_pxn_cleanup(), as UCX's modules have them, but
+ * not as constructor and destructor: they add the component and transport
+ * to libuct's lists, which must happen only in the UCX pxn was built for. */
+UCT_SINGLE_TL_INIT(&uct_pxn_component, pxn, ,,)
+
+/* Called once, by libuct_pxn's constructor after the version guard. */
+extern "C" __attribute__((visibility("default"))) void pxn_transport_register()
+{
+    uct_pxn_init();
+}
+
+/* Called once, by libuct_pxn's destructor, after pxn_transport_register(). */
+extern "C" __attribute__((visibility("default"))) void pxn_transport_unregister()
+{
+    uct_pxn_cleanup();
+}

@@ -391,12 +391,14 @@ TEST_F(PxnStockUcx, LoadsFromPluginPathOnlyWhereUcxScansForPlugins)
 {
     pxn_test::TempDir dir("/tmp/pxn-plugins-");
     ASSERT_FALSE(dir.path().empty());
-    const std::string copy = dir.path() + "/libuct_pxn.so.0";
-    {
-        std::ifstream in(module_, std::ios::binary);
+    /* The module and, beside it, the transport it opens (pxn_module.cc). */
+    for (const char *file : {"libuct_pxn.so.0", "libpxn_transport.so.0"}) {
+        const std::string from = pxn_test::build_dir() + "/.libs/" + file;
+        const std::string copy = dir.path() + "/" + file;
+        std::ifstream in(from, std::ios::binary);
         std::ofstream out(copy, std::ios::binary);
         out << in.rdbuf();
-        ASSERT_TRUE(in.good() && out.good()) << module_ << " -> " << copy;
+        ASSERT_TRUE(in.good() && out.good()) << from << " -> " << copy;
     }
     auto found = probe_stock({"UCX_PLUGIN_PATH=" + dir.path()});
     ASSERT_EQ(0, found.exit_code) << found.output;
