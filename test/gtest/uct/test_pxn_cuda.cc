@@ -434,6 +434,48 @@ TEST_F(PxnCuda, GetOfManyRingRoundsCopiesEverySlotOutBeforeItsReuse)
     EXPECT_GE(counters(0, relay).relay.pieces, 32u);
 }
 
+/* UCT's SGL operations (UCX 1.22 on) with GPU memory on both ends: 512
+ * blocks of 1-64 KiB in one put_sgl_zcopy, 8 KiB blocks in one
+ * get_sgl_zcopy (master), every byte checked. Where the relay's inner
+ * cuda_ipc has put_sgl_zcopy (master's does), each piece goes as one inner
+ * SGL operation; the counts are printed either way. */
+TEST_F(PxnCuda, SglPutsAndGetsOfGpuBlocksArriveIntact)
+{
+#ifndef PXN_UCX_EP_PUT_SGL_ZCOPY
+    GTEST_SKIP() << "this UCX has no put_sgl_zcopy (UCX 1.22 on)";
+#else
+    PeerProcess *relay, *target, *sender;
+    ASSERT_TRUE(trio(&relay, &target, &sender, {"UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y"}));
+    const size_t size = 8 * kSlot + 3 * 4096 + 11;
+    const Target t    = target_buffer(target, size);
+    source_buffer(sender, size, 53);
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    EXPECT_EQ("Success",
+              status_of(sender->call("put sgl " + t.addr + " " + t.rkey + " " +
+                                     std::to_string(size) + " 1024-65536 0",
+                                     pxn_test::scaled_ms(60000))));
+    EXPECT_EQ("ok", target->call("check 53 0 " + std::to_string(size)));
+    expect_healthy(relay, size);
+    auto c = counters(0, relay).relay;
+    EXPECT_LT(c.pieces, size / 1024) << "blocks share pieces";
+    std::cout << "put sgl: " << c.pieces << " pieces, " << c.inner_ops
+              << " inner operations (" << c.inner_sgl_ops << " sgl)\n";
+#ifdef PXN_UCX_EP_GET_SGL_ZCOPY
+    /* master: cuda_ipc has put_sgl_zcopy and get_sgl_zcopy */
+    EXPECT_GT(c.inner_sgl_ops, 0u);
+    ASSERT_EQ("ok", target->call("fill 57"));
+    EXPECT_EQ("Success",
+              status_of(sender->call("get sgl " + t.addr + " " + t.rkey + " " +
+                                     std::to_string(size) + " 8192 0",
+                                     pxn_test::scaled_ms(60000))));
+    EXPECT_EQ("ok", sender->call("check 57 0 " + std::to_string(size)));
+    c = counters(0, relay).relay;
+    std::cout << "and get sgl: " << c.pieces << " pieces, " << c.inner_ops
+              << " inner operations (" << c.inner_sgl_ops << " sgl)\n";
+#endif
+#endif
+}
+
 /* GPU memory used on the device now, in MiB (nvidia-smi, which needs no
  * context); -1 when it cannot tell. */
 long device_mib_used()
