@@ -1,25 +1,17 @@
 #include "ucp_bench_peer.h"
 
-#include <apps/pattern.h>
+#include "bench_oob.h"
+#include "bench_region.h"
+#include "ucp_bench_worker.h"
 #include <bench/bench_units.h>
 
-#ifdef PXN_HAVE_CUDA
-#include <uct/pxn/pxn_cuda.h>
-#endif
-
-#include <ucp/api/ucp.h>
-
 #include <algorithm>
-#include <arpa/inet.h>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <netinet/in.h>
 #include <poll.h>
 #include <random>
-#include <sys/socket.h>
 #include <unistd.h>
 
 namespace pxn_tools {
@@ -40,243 +32,9 @@ struct Reply {
     int64_t  bad_offset;
 };
 
-[[noreturn]] void fail(int code, const std::string &what)
-{
-    fprintf(stderr, "ucx_pxn_ucp_bench: %s\n", what.c_str());
-    exit(code);
-}
-
-void check(ucs_status_t status, const char *what)
-{
-    if (status != UCS_OK) {
-        fail(kBenchSetup, std::string(what) + ": " + ucs_status_string(status));
-    }
-}
-
-/* --- the region: host or GPU memory, checked through host memory --------- */
-
-class Region {
-public:
-    Region(bool gpu, int device, uint64_t size) : gpu_(gpu), size_(size)
-    {
-        host_ = static_cast<uint8_t*>(aligned_alloc(4096, (size + 4095) & ~4095ull));
-        if (host_ == nullptr) {
-            fail(kBenchSetup, "no memory for the region");
-        }
-        if (!gpu) {
-            data_ = host_;
-            return;
-        }
-#ifdef PXN_HAVE_CUDA
-        cu_ = pxn::uct::CudaDriver::get();
-        CUdeviceptr ptr;
-        if ((cu_ == nullptr) || (cu_->use_device(device) != UCS_OK) ||
-            (cu_->cuMemAlloc(&ptr, size) != CUDA_SUCCESS)) {
-            fail(kBenchSetup, "no usable GPU " + std::to_string(device));
-        }
-        data_ = reinterpret_cast<uint8_t*>(ptr);
-#else
-        (void)device;
-        fail(kBenchSetup, "--gpu: this build has no CUDA backend");
-#endif
-    }
-
-    uint8_t *data() const { return data_; }
-    uint64_t size() const { return size_; }
-    bool     gpu() const { return gpu_; }
-
-    void fill(uint64_t seed, uint64_t len)
-    {
-        pxn_tools::fill_pattern(host_, len, seed);
-        to_device(len);
-    }
-
-    void zero(uint64_t len)
-    {
-        memset(host_, 0, len);
-        to_device(len);
-    }
-
-    int64_t mismatch(uint64_t seed, uint64_t len)
-    {
-#ifdef PXN_HAVE_CUDA
-        if (gpu_ && (cu_->cuMemcpy(reinterpret_cast<CUdeviceptr>(host_),
-                                   reinterpret_cast<CUdeviceptr>(data_), len) !=
-                     CUDA_SUCCESS)) {
-            fail(kBenchSetup, "cuMemcpy from the region failed");
-        }
-#endif
-        const uint64_t at = pxn_tools::first_mismatch(host_, len, seed);
-        return (at == len) ? -1 : int64_t(at);
-    }
-
-private:
-    void to_device(uint64_t len)
-    {
-#ifdef PXN_HAVE_CUDA
-        if (gpu_ && (cu_->cuMemcpy(reinterpret_cast<CUdeviceptr>(data_),
-                                   reinterpret_cast<CUdeviceptr>(host_), len) !=
-                     CUDA_SUCCESS)) {
-            fail(kBenchSetup, "cuMemcpy to the region failed");
-        }
-#else
-        (void)len;
-#endif
-    }
-
-    bool     gpu_;
-    uint64_t size_;
-    uint8_t *host_ = nullptr; /* the region itself, or its host copy */
-    uint8_t *data_ = nullptr;
-#ifdef PXN_HAVE_CUDA
-    const pxn::uct::CudaDriver *cu_ = nullptr;
-#endif
-};
-
-/* --- the socket ------------------------------------------------------------ */
-
-bool io_all(int fd, void *buf, size_t len, bool out)
-{
-    for (char *p = static_cast<char*>(buf); len > 0;) {
-        const ssize_t n = out ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
-        if (n <= 0) {
-            if ((n < 0) && (errno == EINTR)) {
-                continue;
-            }
-            return false;
-        }
-        p   += n;
-        len -= size_t(n);
-    }
-    return true;
-}
-
-void send_blob(int fd, const void *data, size_t len)
-{
-    uint32_t n = uint32_t(len);
-    if (!io_all(fd, &n, sizeof(n), true) ||
-        !io_all(fd, const_cast<void*>(data), n, true)) {
-        fail(kBenchSetup, "socket send failed");
-    }
-}
-
-std::vector<uint8_t> recv_blob(int fd)
-{
-    uint32_t n = 0;
-    std::vector<uint8_t> data;
-    if (io_all(fd, &n, sizeof(n), false) && (n <= (1u << 20))) {
-        data.resize(n);
-        if (io_all(fd, data.data(), n, false)) {
-            return data;
-        }
-    }
-    fail(kBenchSetup, "socket receive failed (peer gone?)");
-}
-
-/* The target listens on 127.0.0.1:port and accepts one connection; the
- * initiator connects, retrying while the target does not listen yet. */
-int oob_socket(bool target, int port)
-{
-    sockaddr_in sa     = {};
-    sa.sin_family      = AF_INET;
-    sa.sin_port        = htons(uint16_t(port));
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    for (; !target; usleep(20000)) {
-        const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
-            return fd;
-        }
-        close(fd);
-    }
-    const int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if ((bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) ||
-        (listen(lfd, 1) != 0)) {
-        fail(kBenchSetup, "listen on port " + std::to_string(port) + ": " +
-                          strerror(errno));
-    }
-    printf("ucx_pxn_ucp_bench: target listening on port %d\n", port);
-    fflush(stdout);
-    int fd;
-    while (((fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC)) < 0) &&
-           (errno == EINTR)) {
-    }
-    close(lfd);
-    if (fd < 0) {
-        fail(kBenchSetup, std::string("accept: ") + strerror(errno));
-    }
-    return fd;
-}
-
-/* --- UCP --------------------------------------------------------------------- */
-
-struct Ucp {
-    ucp_context_h context = nullptr;
-    ucp_worker_h  worker  = nullptr;
-    ucp_ep_h      ep      = nullptr;
-    size_t        outstanding = 0, failed = 0;
-    ucs_status_t  first_failure = UCS_OK;
-
-    Ucp()
-    {
-        ucp_params_t params = {};
-        params.field_mask   = UCP_PARAM_FIELD_FEATURES;
-        params.features     = UCP_FEATURE_RMA;
-        ucp_config_t *config;
-        check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
-        check(ucp_init(&params, config, &context), "ucp_init");
-        ucp_config_release(config);
-        ucp_worker_params_t wp = {};
-        wp.field_mask          = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-        wp.thread_mode         = UCS_THREAD_MODE_SINGLE;
-        check(ucp_worker_create(context, &wp, &worker), "ucp_worker_create");
-    }
-
-    ucp_mem_h map(const Region &r)
-    {
-        ucp_mem_map_params_t p = {};
-        p.field_mask  = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-                        UCP_MEM_MAP_PARAM_FIELD_LENGTH |
-                        UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
-        p.address     = r.data();
-        p.length      = r.size();
-        p.memory_type = r.gpu() ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
-        ucp_mem_h memh;
-        check(ucp_mem_map(context, &p, &memh), "ucp_mem_map");
-        return memh;
-    }
-
-    void note(ucs_status_t status)
-    {
-        if (status != UCS_OK) {
-            first_failure = (failed++ == 0) ? status : first_failure;
-        }
-    }
-
-    void track(ucs_status_ptr_t r)
-    {
-        UCS_PTR_IS_PTR(r) ? void(++outstanding) : note(UCS_PTR_STATUS(r));
-    }
-
-    static void on_done(void *request, ucs_status_t status, void *user_data)
-    {
-        Ucp *self = static_cast<Ucp*>(user_data);
-        --self->outstanding;
-        self->note(status);
-        ucp_request_free(request);
-    }
-
-    void drain()
-    {
-        while (outstanding > 0) {
-            ucp_worker_progress(worker);
-        }
-    }
-};
-
 /* --- target ---------------------------------------------------------------- */
 
-bool serve(int fd, Ucp &ucp, Region &region)
+bool serve(int fd, UcpBenchWorker &ucp, BenchRegion &region)
 {
     for (;;) {
         /* Moving the bytes needs nothing of the target (pxn, cma and
@@ -312,7 +70,7 @@ bool serve(int fd, Ucp &ucp, Region &region)
 
 struct Initiator {
     const UcpBenchPeerOptions &o;
-    Ucp        ucp;
+    UcpBenchWorker ucp;
     int        fd     = -1;
     ucp_rkey_h rkey   = nullptr;
     uint64_t   remote = 0;
@@ -325,20 +83,16 @@ struct Initiator {
         Reply r   = {0, 0, 0};
         if (!io_all(fd, &m, sizeof(m), true) || !io_all(fd, &r, sizeof(r), false) ||
             (r.op != op)) {
-            fail(kBenchSetup, "the target did not answer");
+            bench_fail(kBenchSetup, "the target did not answer");
         }
         return r;
     }
 
     /* Every block, at most o.window outstanding, then a flush; seconds. */
-    double transfer(bool put, Region &local, const std::vector<UcpBenchBlock> &list)
+    double transfer(bool put, BenchRegion &local, const std::vector<UcpBenchBlock> &list)
     {
-        ucp_request_param_t p = {};
-        p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-        p.cb.send      = Ucp::on_done;
-        p.user_data    = &ucp;
-        p.memory_type  = local.gpu() ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
+        const ucp_request_param_t p = ucp.param(local.gpu() ? UCS_MEMORY_TYPE_CUDA :
+                                                              UCS_MEMORY_TYPE_HOST);
         const auto start = std::chrono::steady_clock::now();
         for (const UcpBenchBlock &b : list) {
             while ((ucp.outstanding >= o.window) && (ucp.failed == 0)) {
@@ -353,15 +107,10 @@ struct Initiator {
                                         remote + b.offset, rkey, &p));
         }
         ucp.drain();
-        ucp_request_param_t f = {};
-        f.op_attr_mask        = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-        f.cb.send             = Ucp::on_done;
-        f.user_data           = &ucp;
-        ucp.track(ucp_ep_flush_nbx(ucp.ep, &f));
-        ucp.drain();
+        ucp.flush();
         if (ucp.failed > 0) {
-            fail(kBenchTransfer, std::string(put ? "put" : "get") + " failed: " +
-                                 ucs_status_string(ucp.first_failure));
+            bench_fail(kBenchTransfer, std::string(put ? "put" : "get") + " failed: " +
+                                       ucs_status_string(ucp.first_failure));
         }
         return std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                              start).count();
@@ -403,28 +152,12 @@ int ucp_bench_target(const UcpBenchPeerOptions &o)
     const int fd = oob_socket(true, o.port);
     uint64_t size;
     if (!io_all(fd, &size, sizeof(size), false) || (size == 0)) {
-        fail(kBenchSetup, "no region size from the initiator");
+        bench_fail(kBenchSetup, "no region size from the initiator");
     }
-    Region region(o.gpu, o.device, size);
-    Ucp ucp;
-    ucp_mem_h memh = ucp.map(region);
-    ucp_address_t *addr;
-    size_t addr_len;
-    check(ucp_worker_get_address(ucp.worker, &addr, &addr_len),
-          "ucp_worker_get_address");
-    send_blob(fd, addr, addr_len);
-    ucp_worker_release_address(ucp.worker, addr);
-    void *rkey;
-    size_t rkey_len;
-    check(ucp_rkey_pack(ucp.context, memh, &rkey, &rkey_len), "ucp_rkey_pack");
-    const uint64_t base = reinterpret_cast<uintptr_t>(region.data());
-    send_blob(fd, &base, sizeof(base));
-    send_blob(fd, rkey, rkey_len);
-    ucp_rkey_buffer_release(rkey);
-    const bool ok = serve(fd, ucp, region);
-    printf("ucx_pxn_ucp_bench: target %s\n", ok ? "done" : "lost its initiator");
-    fflush(stdout);
-    _exit(ok ? kBenchOk : kBenchTransfer); /* no teardown under a gone peer */
+    BenchRegion region(o.gpu, o.device, size);
+    UcpBenchWorker ucp;
+    ucp.offer(fd, region, ucp.map(region));
+    bench_target_end(serve(fd, ucp, region));
 }
 
 int ucp_bench_initiator(const UcpBenchPeerOptions &o)
@@ -433,20 +166,11 @@ int ucp_bench_initiator(const UcpBenchPeerOptions &o)
     Initiator in(o);
     in.fd = oob_socket(false, o.port);
     if (!io_all(in.fd, const_cast<uint64_t*>(&o.region), sizeof(o.region), true)) {
-        fail(kBenchSetup, "socket send failed");
+        bench_fail(kBenchSetup, "socket send failed");
     }
-    Region local(o.gpu, o.device, o.region);
+    BenchRegion local(o.gpu, o.device, o.region);
     ucp_mem_h memh = in.ucp.map(local);
-    {
-        const std::vector<uint8_t> address = recv_blob(in.fd);
-        ucp_ep_params_t p = {};
-        p.field_mask      = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-        p.address         = reinterpret_cast<const ucp_address_t*>(address.data());
-        check(ucp_ep_create(in.ucp.worker, &p, &in.ucp.ep), "ucp_ep_create");
-    }
-    memcpy(&in.remote, recv_blob(in.fd).data(), sizeof(in.remote));
-    check(ucp_ep_rkey_unpack(in.ucp.ep, recv_blob(in.fd).data(), &in.rkey),
-          "ucp_ep_rkey_unpack");
+    in.rkey        = in.ucp.accept(in.fd, &in.remote);
 
     /* Warm-up, not timed: lanes, routes, keys and slots of both directions. */
     const std::vector<UcpBenchBlock> warm = ucp_bench_blocks("1M", o.region, 0);
@@ -488,18 +212,9 @@ int ucp_bench_initiator(const UcpBenchPeerOptions &o)
     }
     in.ask(kDone, 0, 0);
     ucp_rkey_destroy(in.rkey);
-    ucp_request_param_t p = {};
-    ucs_status_ptr_t r    = ucp_ep_close_nbx(in.ucp.ep, &p);
-    while (UCS_PTR_IS_PTR(r) && (ucp_request_check_status(r) == UCS_INPROGRESS)) {
-        ucp_worker_progress(in.ucp.worker);
-    }
-    if (UCS_PTR_IS_PTR(r)) {
-        ucp_request_free(r);
-    }
+    in.ucp.close_ep();
     close(in.fd);
-    ucp_mem_unmap(in.ucp.context, memh);
-    ucp_worker_destroy(in.ucp.worker);
-    ucp_cleanup(in.ucp.context);
+    in.ucp.unmap(memh);
     return result;
 }
 

@@ -20,14 +20,13 @@
 #ifndef PXN_BENCH_UCP_BENCH_PEER_H_
 #define PXN_BENCH_UCP_BENCH_PEER_H_
 
+#include "bench_oob.h" /* UcpBenchExit */
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace pxn_tools {
-
-enum UcpBenchExit { kBenchOk = 0, kBenchMismatch = 1, kBenchSetup = 2,
-                    kBenchTransfer = 3 };
 
 struct UcpBenchPeerOptions {
     bool                  gpu      = false; /* buffers in GPU memory */

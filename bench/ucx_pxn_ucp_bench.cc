@@ -9,17 +9,11 @@
  *       [--prefix pxnub]
  *       [--relay PATH] [--env NAME=value]... [--logs DIR]
  *
- * Processes, all on this host and in this network namespace, told apart as
- * two nodes of two rails by UCX_PXN_NODE_ID, UCX_PXN_GROUP and
- * UCX_PXN_RAIL_MAP (the way contrib/gpu/run.sh's perftest sets them up):
- *   initiator  node 0, rail 0      (a fresh process per policy and round)
- *   target     node 1, rail 1      (a fresh process per policy and round)
- *   relays     node 0 rail 1 (carries every put and get), node 1 rail 0
- *              (ucx_pxn_relay, started once)
- * Inner transport: cuda_ipc with --gpu (buffers in GPU memory, UCX_TLS
- * pxn,tcp,cuda_copy, UCX_PROTO_ENABLE=y), cma otherwise (host memory,
- * UCX_TLS pxn,tcp). UCP's own transports cannot reach the target's memory
- * (no cuda_ipc, no cma in UCX_TLS; tcp is no RMA lane): pxn carries it all.
+ * Processes and their environment: bench/ucp_bench_rails.h (initiator node
+ * 0 rail 0 and target node 1 rail 1, a fresh pair per policy and round;
+ * the relays of node 0 rail 1, which carries every put and get, and node 1
+ * rail 0, started once). Inner transport: cuda_ipc with --gpu (buffers in
+ * GPU memory), cma otherwise (host memory).
  *
  * Modes: "random" covers the region in blocks of uniform random size in
  * [4 KiB, 1 MiB] (offsets unaligned), in random order (--seed); a size
@@ -34,14 +28,12 @@
  * higher median of ce and sm (and the lowest and highest of the rounds'
  * own auto / better-of-the-two), and the median of the rounds' GET / PUT.
  */
-#include <apps/locate.h>
 #include <apps/peer_process.h>
 #include <bench/bench_units.h>
 #include "ucp_bench_peer.h"
+#include "ucp_bench_rails.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,54 +41,29 @@
 #include <memory>
 #include <sstream>
 #include <string>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <vector>
 
 using pxn_tools::BackgroundProcess;
 using pxn_tools::UcpBenchPeerOptions;
+using pxn_tools::UcpRails;
 
 namespace {
 
 struct Options {
-    UcpBenchPeerOptions      peer;
-    unsigned                 rounds = 1;
-    std::vector<std::string> copies = {"auto", "ce", "sm"};
-    std::string              prefix = "pxnub";
-    std::string              relay;
-    std::string              logs;
-    std::vector<std::string> env;
+    UcpBenchPeerOptions        peer;
+    pxn_tools::UcpRailsConfig  rails;
+    unsigned                   rounds = 1;
+    std::vector<std::string>   copies = {"auto", "ce", "sm"};
 };
 
 [[noreturn]] void die(const std::string &why)
 {
-    fprintf(stderr, "ucx_pxn_ucp_bench: %s\n", why.c_str());
-    exit(2);
+    pxn_tools::bench_fail(pxn_tools::kBenchSetup, why);
 }
 
 std::vector<std::string> list(const std::string &text)
 {
     return pxn_tools::split(text, ',');
-}
-
-/* The environment of the process in (node, rail). */
-std::vector<std::string> env_of(const Options &o, int node, int rail)
-{
-    const std::string dev = o.peer.gpu ? "cuda" : "memory";
-    std::vector<std::string> env = {
-        "UCX_PXN_NODE_ID=node" + std::to_string(node),
-        "UCX_PXN_GROUP=" + o.prefix + "-node" + std::to_string(node),
-        "UCX_PXN_RAIL_MAP=" + dev + ":rail" + std::to_string(rail),
-        std::string("UCX_PXN_NET_TLS=") + (o.peer.gpu ? "cuda_ipc" : "cma"),
-        std::string("UCX_TLS=") + (o.peer.gpu ? "pxn,tcp,cuda_copy" : "pxn,tcp")};
-    if (o.peer.gpu) {
-        /* One GPU has no NVLink: cuda_ipc disables gets unless told, and
-         * without gets pxn is no RMA lane for UCP. */
-        env.insert(env.end(), {"UCX_PROTO_ENABLE=y", "UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y",
-                               "UCX_PXN_CUDA_DEVICE=" + std::to_string(o.peer.device)});
-    }
-    env.insert(env.end(), o.env.begin(), o.env.end());
-    return env;
 }
 
 struct Figure {
@@ -114,16 +81,10 @@ uint64_t g_moved = 0;
 
 /* One initiator and target pair under UCX_PXN_COPY=copy, round `round`;
  * false if either failed (its log is printed). */
-bool run_policy(const Options &o, const std::string &copy, unsigned round, int port,
-                Results *results)
+bool run_policy(const Options &o, const UcpRails &rails, const std::string &copy,
+                unsigned round, int port, Results *results)
 {
-    const std::string self = "/proc/self/exe";
-    char exe[4096];
-    const ssize_t n = readlink(self.c_str(), exe, sizeof(exe) - 1);
-    if (n <= 0) {
-        die("cannot find this program (/proc/self/exe)");
-    }
-    exe[n] = '\0';
+    const std::string exe = UcpRails::self_exe();
     std::vector<std::string> common = {"--port", std::to_string(port), "--device",
                                        std::to_string(o.peer.device), "--deadline",
                                        std::to_string(o.peer.deadline)};
@@ -146,14 +107,14 @@ bool run_policy(const Options &o, const std::string &copy, unsigned round, int p
         std::to_string(o.peer.seed), "--window", std::to_string(o.peer.window)};
     in_argv.insert(in_argv.end(), common.begin(), common.end());
 
-    std::vector<std::string> in_env = env_of(o, 0, 0);
+    std::vector<std::string> in_env = rails.env(0, 0);
     /* UCP's protocol choices go to the initiator's log */
     in_env.insert(in_env.end(), {"UCX_PXN_COPY=" + copy, "UCX_PROTO_INFO=y"});
     BackgroundProcess target, initiator;
     std::string error;
-    const std::string log = o.logs + "/" + copy +
+    const std::string log = rails.config().logs + "/" + copy +
                             ((o.rounds > 1) ? "-r" + std::to_string(round) : "");
-    if (!target.start("", env_of(o, 1, 1), target_argv, log + "-target.log", &error) ||
+    if (!target.start("", rails.env(1, 1), target_argv, log + "-target.log", &error) ||
         !target.wait_for_output("listening", 30000) ||
         !initiator.start("", in_env, in_argv, log + "-initiator.log", &error)) {
         fprintf(stderr, "ucx_pxn_ucp_bench: %s: cannot start: %s\n%s", copy.c_str(),
@@ -281,56 +242,26 @@ void print(const Options &o, Results &results)
 
 int launch(Options &o)
 {
-    if (o.relay.empty()) {
-        const char *prefix = getenv("PXN_UCX_PREFIX");
-        o.relay = ((prefix && *prefix) ? std::string(prefix) :
-                   pxn_tools::make_var("UCX_PREFIX")) + "/bin/ucx_pxn_relay";
-    }
-    if (access(o.relay.c_str(), X_OK) != 0) {
-        die("no relay program at " + o.relay + " (--relay PATH)");
-    }
-    char tmp[] = "/tmp/pxn-ucp-bench-XXXXXX";
-    if (o.logs.empty()) {
-        if (mkdtemp(tmp) == nullptr) {
-            die("mkdtemp failed");
-        }
-        o.logs = tmp;
-    } else if ((mkdir(o.logs.c_str(), 0755) != 0) && (errno != EEXIST)) {
-        die("cannot make " + o.logs + ": " + strerror(errno));
-    }
+    o.rails.gpu    = o.peer.gpu;
+    o.rails.device = o.peer.device;
+    UcpRails rails(o.rails, "pxn-ucp-bench");
     printf("ucx_pxn_ucp_bench: %s of %s memory per transfer (sizes under 64K: %s), "
            "inner %s, median of %u round(s) of the best of %u, logs in %s\n",
            pxn_tools::human(o.peer.region).c_str(), o.peer.gpu ? "GPU" : "host",
            pxn_tools::human(o.peer.small_region).c_str(), o.peer.gpu ? "cuda_ipc" : "cma",
-           o.rounds, o.peer.reps, o.logs.c_str());
-    BackgroundProcess relays[2];
-    const int slots[2][2] = {{0, 1}, {1, 0}};
-    for (int i = 0; i < 2; ++i) {
-        std::string error;
-        if (!relays[i].start("", env_of(o, slots[i][0], slots[i][1]), {o.relay},
-                             o.logs + "/relay" + std::to_string(i) + ".log", &error) ||
-            !relays[i].wait_for_output("relaying on", 30000)) {
-            die("relay did not start: " + error + "\n" + relays[i].output());
-        }
-    }
+           o.rounds, o.peer.reps, rails.config().logs.c_str());
+    rails.start_relays();
     Results results;
     bool ok = true;
     for (unsigned r = 0; r < o.rounds; ++r) {
         for (size_t i = 0; i < o.copies.size(); ++i) {
-            ok = run_policy(o, o.copies[i], r, o.peer.port + int(r * o.copies.size() + i),
-                            &results) && ok;
+            ok = run_policy(o, rails, o.copies[i], r,
+                            o.peer.port + int(r * o.copies.size() + i), &results) && ok;
         }
     }
     print(o, results);
     printf("initiators moved %lu bytes (warm-ups included)\n", g_moved);
-    for (BackgroundProcess &r : relays) {
-        r.kill(SIGTERM);
-        r.wait(10000);
-        const std::string out = r.output();
-        const size_t at = out.find("relayed ");
-        printf("relay: %s", (at == std::string::npos) ? "no counters\n" :
-                                out.substr(at, out.find('\n', at) - at + 1).c_str());
-    }
+    rails.stop_relays();
     return ok ? 0 : 1;
 }
 
@@ -340,6 +271,7 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, nullptr, _IOLBF, 0);
     Options o;
+    o.rails.prefix = "pxnub";
     std::string role;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -379,15 +311,7 @@ int main(int argc, char **argv)
             o.peer.port = atoi(v.c_str());
         } else if (a == "--deadline") {
             o.peer.deadline = std::max(1, atoi(v.c_str()));
-        } else if (a == "--prefix") {
-            o.prefix = v;
-        } else if (a == "--relay") {
-            o.relay = v;
-        } else if (a == "--logs") {
-            o.logs = v;
-        } else if (a == "--env") {
-            o.env.push_back(v);
-        } else {
+        } else if (!pxn_tools::ucp_rails_option(&o.rails, a, v)) {
             die("unknown or bad option " + a + " " + v);
         }
     }

@@ -17,6 +17,18 @@
 #   ucx_perftest -m cuda put/get through pxn, protocols v2 as each UCX
 #   defaults them (no UCX_PROTO_ENABLE), beside a run without pxn
 #   (PXN_GPU_VERSIONS_PERFTEST=n: the tests only).
+#   bash contrib/gpu/run.sh kv: ucx_pxn_kv_bench (KV-cache shapes, pxn against
+#   the inner cuda_ipc alone, docs/benchmarks.md) with GPU memory, with the
+#   UCX of gpu-carry/ (where it holds the bench) and with each UCX of
+#   gpu-carry-versions/ packed with the bench (UCX 1.22 built with CUDA:
+#   pxn-sgl), first time-sliced (the processes' CUDA contexts take turns
+#   on the GPU, no MPS), then under CUDA MPS; $OUT/kv-<UCX
+#   version>-<nomps|mps>.txt and $OUT/kv-logs.tgz (PXN_KV_ARGS: the
+#   bench's options, default below; PXN_KV_MEM=host: host memory, inner
+#   cma, a dry run on a machine without a GPU; PXN_KV_VERSIONS="1.13.1
+#   1.23.0": only those of the packed UCX). `pack.sh kv` packs all it
+#   needs, this script included, into gpu-carry-kv/: there
+#   `bash gpu-carry-kv/contrib/gpu/run.sh kv`.
 # PXN_GPU_TESTS: the gtest filter of `tests` (default PxnCuda.*:PxnComponent.*).
 set -uo pipefail
 
@@ -114,6 +126,69 @@ if [ "$what" = versions ]; then
         wait $r1 $r2
         cat "$out/v$v-relay01.log" "$out/v$v-relay10.log" | grep -E 'stopped|relayed'
     done
+    exit 0
+fi
+
+if [ "$what" = kv ]; then
+    # About a minute each on one H200 (estimated: 50-60 measurements of
+    # about half a second); its processes' deadline (100 s) ends a bench
+    # that hangs with what it measured so far, timeout (125 s) one that
+    # still hangs: four stay within the 10 minutes of one device call.
+    kv_args=${PXN_KV_ARGS:---reps 2 --seconds 0.25 --deadline 100}
+    # PXN_KV_MEM=host: a dry run without a GPU (host memory, inner cma)
+    mem=--gpu
+    [ "${PXN_KV_MEM:-cuda}" = host ] && mem=
+    vdir=${PXN_GPU_VERSIONS_DIR:-$top/gpu-carry-versions}
+    logs=/tmp/pxn-kv-logs
+    rm -rf "$logs"
+    mkdir -p "$logs"
+    # kv_run <UCX dir> <build mirror> <module load> <tag> <label>: one bench
+    # with that UCX, the module loaded its way
+    kv_run() {
+        local u=$1 b=$2 load=$3 tag=$4 label=$5 pre= v
+        [ "$load" = preload ] && pre=$u/lib/ucx/libuct_pxn.so.0
+        for m in libuct_pxn libpxn_transport; do # the module and the transport it opens
+            cp "$b/.libs/$m.so.0.0.0" "$u/lib/ucx/$m.so.0"
+        done
+        v=$(LD_LIBRARY_PATH="$u/lib:$c/extra" "$u/bin/ucx_info" -v |
+            sed -n -e 's/^# Library version: //p' -e 's/^# Version //p')
+        section "ucx_pxn_kv_bench, UCX $v, $label"
+        # shellcheck disable=SC2086
+        env LD_LIBRARY_PATH="$u/lib:$c/extra" LD_PRELOAD="$pre" PXN_BUILD_DIR="$b" \
+            PXN_UCX_PREFIX="$u" PXN_SOURCE_DIR="$top" \
+            timeout 125 "$b/bench/ucx_pxn_kv_bench" $mem --label "UCX $v, $label" \
+            --logs "$logs/$v-$tag" $kv_args 2>&1 | tee "$out/kv-$v-$tag.txt"
+        echo "exit ${PIPESTATUS[0]}"
+    }
+    kv_all() { # <tag> <label>
+        # gpu-carry/'s UCX (contrib/deps.sh's 1.13.1) names pxn in its modules
+        [ -x "$c/build/bench/ucx_pxn_kv_bench" ] &&
+            kv_run "$c/ucx" "$c/build" name "$1" "$2"
+        for u in "$vdir"/*/; do
+            u=${u%/}
+            # PXN_KV_VERSIONS="1.13.1 1.23.0": only these of the packed UCX
+            case " ${PXN_KV_VERSIONS:-${u##*/}} " in *" ${u##*/} "*) ;; *) continue ;; esac
+            [ -x "$u/build/bench/ucx_pxn_kv_bench" ] &&
+                kv_run "$u" "$u/build" "$(cat "$u/module-load")" "$1" "$2"
+        done
+    }
+    section "machine"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+    nproc
+    kv_all nomps "time-sliced, no MPS"
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/pxn-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/pxn-mps-log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if nvidia-cuda-mps-control -d; then
+        sleep 1
+        kv_all mps "CUDA MPS"
+        # the server that ran the clients above: MPS was in use
+        echo "MPS servers: $(echo get_server_list | nvidia-cuda-mps-control | tr '\n' ' ')"
+        echo quit | nvidia-cuda-mps-control
+        sleep 1
+    else
+        section "CUDA MPS did not start: no MPS figures"
+    fi
+    tar czf "$out/kv-logs.tgz" -C "$logs" .
     exit 0
 fi
 

@@ -28,11 +28,14 @@ inline void fill_pattern(uint8_t *p, uint64_t len, uint64_t seed)
     }
 }
 
-/* Offset of the first byte that differs from the pattern, or len. */
-inline uint64_t first_mismatch(const uint8_t *p, uint64_t len, uint64_t seed)
+/* Offset of the first byte that differs from the pattern, or len. With
+ * first_word, p holds the pattern as it stands from word first_word on
+ * (a block copied from offset 8 * first_word of a patterned region). */
+inline uint64_t first_mismatch(const uint8_t *p, uint64_t len, uint64_t seed,
+                               uint64_t first_word = 0)
 {
     for (uint64_t i = 0; i < len; i += 8) {
-        const uint64_t w = pattern_word(seed, i / 8);
+        const uint64_t w = pattern_word(seed, first_word + i / 8);
         const uint64_t n = std::min<uint64_t>(8, len - i);
         if (memcmp(p + i, &w, n) != 0) {
             for (uint64_t j = 0; j < n; ++j) {

@@ -19,6 +19,7 @@
  * each where the environment does not set it, as NIXL does.
  */
 #include "pattern.h"
+#include "ucp_sgl.h"
 #include "vfs_dump.h"
 
 #include <ucp/api/ucp.h>
@@ -467,15 +468,6 @@ struct Initiator {
         return !ucp.failed();
     }
 
-    /* The arrays of one SGL operation: valid until it completes. */
-    struct SglCall {
-        std::vector<void*>      buffers;
-        std::vector<size_t>     lengths;
-        std::vector<ucp_mem_h>  memhs;
-        std::vector<uint64_t>   remote;
-        std::vector<ucp_rkey_h> rkeys;
-    };
-
     /* transfer() in SGL operations of `per` blocks each (UCP's SGL
      * datatype, UCX 1.22 on: one ucp_put_nbx / ucp_get_nbx per list, as
      * NIXL's UCX backend sends a descriptor list with
@@ -483,47 +475,18 @@ struct Initiator {
     bool transfer_sgl(bool put, uint8_t *local, const std::vector<Block> &list,
                       size_t per, ucp_mem_h memh)
     {
-#ifdef ucp_dt_make_sgl
+#ifdef PXN_APPS_UCP_SGL
         const auto start = std::chrono::steady_clock::now();
-        std::vector<SglCall> calls((list.size() + per - 1) / per);
+        std::vector<pxn_tools::UcpSglList> calls((list.size() + per - 1) / per);
         for (size_t i = 0, k = 0; (i < list.size()) && !ucp.failed(); i += per, ++k) {
-            SglCall &c = calls[k];
+            pxn_tools::UcpSglList &c = calls[k];
             for (size_t j = i; j < std::min(list.size(), i + per); ++j) {
-                c.buffers.push_back(local + list[j].offset);
-                c.lengths.push_back(list[j].length);
-                c.memhs.push_back(memh);
-                c.remote.push_back(remote + list[j].offset);
-                c.rkeys.push_back(rkey);
+                c.add(local + list[j].offset, list[j].length, memh,
+                      remote + list[j].offset, rkey);
                 bytes += list[j].length;
             }
-            ucp_dt_local_sgl_t l  = {};
-            l.field_mask          = UCP_DT_LOCAL_SGL_FIELD_BUFFERS |
-                                    UCP_DT_LOCAL_SGL_FIELD_LENGTHS |
-                                    UCP_DT_LOCAL_SGL_FIELD_MEMHS;
-            l.buffers             = c.buffers.data();
-            l.lengths             = c.lengths.data();
-            l.memhs               = c.memhs.data();
-            ucp_dt_remote_sgl_t r = {};
-            r.field_mask          = UCP_DT_REMOTE_SGL_FIELD_REMOTE_ADDRS |
-                                    UCP_DT_REMOTE_SGL_FIELD_LENGTHS |
-                                    UCP_DT_REMOTE_SGL_FIELD_RKEYS;
-            r.remote_addrs        = c.remote.data();
-            r.lengths             = c.lengths.data();
-            r.rkeys               = c.rkeys.data();
-            ucp_request_param_t p = ucp.param();
-            p.op_attr_mask       |= UCP_OP_ATTR_FIELD_DATATYPE |
-                                    UCP_OP_ATTR_FIELD_REMOTE_DATATYPE |
-                                    UCP_OP_ATTR_FIELD_REMOTE |
-                                    UCP_OP_ATTR_FIELD_REMOTE_COUNT;
-            p.datatype            = ucp_dt_make_sgl();
-            p.remote_datatype     = ucp_dt_make_sgl();
-            p.remote              = &r;
-            p.remote_count        = c.buffers.size();
-            ucp.track(put ? ucp_put_nbx(ucp.ep, &l, c.buffers.size(),
-                                        UCP_REMOTE_ADDR_INVALID, UCP_RKEY_INVALID, &p) :
-                            ucp_get_nbx(ucp.ep, &l, c.buffers.size(),
-                                        UCP_REMOTE_ADDR_INVALID, UCP_RKEY_INVALID, &p));
-            blocks += c.buffers.size();
+            ucp.track(c.post(ucp.ep, put, ucp.param()));
+            blocks += c.size();
             ucp_worker_progress(ucp.worker);
         }
         ucp.drain();
