@@ -1,21 +1,37 @@
 #!/usr/bin/env bash
 # NIXL, unmodified, across emulated rails through pxn (docs/nixl.md).
 #
-#   NIXL_PREFIX=/opt/nixl bash contrib/nixl_check.sh [--quick] [--no-kill] [--no-baseline]
+#   NIXL_PREFIX=/opt/nixl bash contrib/nixl_check.sh [--quick] [--no-kill]
+#       [--no-baseline] [--batch N] [--blocks FIRST[,LAST]] [--sgl]
 #
 # Takes an installed NIXL (nixlbench built against a UCX that has the pxn
-# module); builds nothing. Two nixlbench processes (ASIO runtime, no etcd) on
-# different emulated nodes and rails -- initiator node 0 rail 0, target node
-# 1 rail 1 -- with NIXL's own UCX settings and peer error mode:
+# module) or NIXL's UCX plugin in a NIXL wheel's private UCX
+# (<pkg>.libs/nixl, pxn added by contrib/wheel_install.sh); builds nothing.
+# Two nixlbench processes (ASIO runtime, no etcd) on different emulated
+# nodes and rails -- initiator node 0 rail 0, target node 1 rail 1 -- with
+# NIXL's own UCX settings and peer error mode:
 #   1. WRITE and READ, progress thread off and on, --check_consistency:
-#      both exit 0 and the relay of rail 1 on node 0 (ucx_pxn_relay) carried
-#      at least every byte nixlbench moved;
+#      both exit 0, the relay of rail 1 on node 0 (ucx_pxn_relay) carried
+#      at least every byte nixlbench moved, and the initiator loaded NIXL's
+#      UCX plugin and libucp from the UCX under test (printed, from
+#      LD_DEBUG=libs of the initiator, with the pxn module it loaded); the
+#      protocol rows of UCP's put/get tables that name pxn/, each labelled
+#      with its table;
 #   2. the same transfers without pxn (UCX_TLS=tcp: the frontend, the only
-#      path UCP has across rails of a rail-only fabric), bandwidth side by side;
-#   3. the relay SIGKILLed mid-transfer: with UCX_PXN_FALLBACK=n the initiator
-#      must report a failed transfer (not hang); with the default fallback it
-#      must either report one or finish on pxn's direct path with the data
-#      checked.
+#      path UCP has across rails of a rail-only fabric), bandwidth side by
+#      side (with NIXL_UCX_SGL_ENABLE set, these run with it =n: UCP's tcp
+#      has no SGL put, and NIXL aborts without one);
+#   3. the relay SIGKILLed mid-transfer (1 MiB blocks, one per transfer):
+#      with UCX_PXN_FALLBACK=n the initiator must report a failed transfer
+#      (not hang); with the default fallback it must either report one or
+#      finish on pxn's direct path with the data checked.
+# --quick: block sizes 64 KiB to 1 MiB, 16 iterations (default 64 KiB to
+# 16 MiB, 32); --blocks FIRST[,LAST]: block sizes in bytes, doubled from
+# FIRST to LAST as nixlbench does; --batch N: N blocks per transfer
+# (nixlbench's --start_batch_size=N --max_batch_size=N) in checks 1 and 2;
+# --sgl: NIXL_UCX_SGL_ENABLE=y (NIXL posts a WRITE's blocks as one UCP SGL
+# put; UCX 1.22 on), and one more check per progress thread: the WRITE's
+# "from sgl host memory" table has an sgl row naming pxn/.
 # Prints one line per check and "N passed, M failed". A pair of nixlbench
 # processes whose every transfer was made and checked, but one of which
 # aborted in nixlbench's final barrier (exit 134, "ASIO Read head failed: End
@@ -27,30 +43,49 @@
 # groups' registries are removed when it exits, also on failure or
 # interrupt (its logs stay).
 #
-# Environment: NIXL_PREFIX (required), NIXLBENCH (default
-# $NIXL_PREFIX/bin/nixlbench; installed without an rpath, it finds NIXL's
-# libraries through LD_LIBRARY_PATH: the directory of libnixl.so is added,
-# other libraries it lacks are named), NIXL_UCX (the UCX install NIXL runs
-# on, its lib/ucx holding libuct_pxn.so; default: where nixlbench's UCX
-# plugin finds libucp), PXN_TOOLS (directory of ucx_pxn_relay and
-# ucx_pxn_info; default $NIXL_UCX/bin), NIXL_CHECK_PREFIX (namespace
-# prefix, default nixl).
+# Environment: NIXL_PREFIX (required; an installed NIXL: bin/nixlbench and
+# libnixl.so), NIXLBENCH (default $NIXL_PREFIX/bin/nixlbench; installed
+# without an rpath, it finds NIXL's libraries through LD_LIBRARY_PATH: the
+# directory of libnixl.so is added, other libraries it lacks are named),
+# NIXL_PLUGIN_DIR (NIXL's own variable, passed on: where NIXL loads its
+# plugins from; libplugin_UCX.so is looked for there first, then under
+# NIXL_PREFIX; a wheel keeps it in <pkg>.libs/nixl), NIXL_UCX (the UCX NIXL
+# runs on: a UCX prefix, lib/ holding libucp and lib/ucx the pxn module, or
+# a wheel's <pkg>.libs holding the renamed libucp-<suffix>-<hash>.so and
+# ucx/; default: the directory where that plugin resolves libucp, or its
+# parent when it is named lib or lib64), PXN_TOOLS (directory of
+# ucx_pxn_relay and ucx_pxn_info; default <UCX library dir>/bin where
+# wheel_install.sh puts them, else $NIXL_UCX/bin), UCX_INFO (a ucx_info of
+# that UCX; default $NIXL_UCX/bin/ucx_info; a wheel has none: then pxn and
+# the version are read through the UCX's own libraries with python3's
+# ctypes), NIXL_CHECK_PREFIX (namespace prefix, default nixl).
+# $NIXL_UCX/lib, where it exists, is put on LD_LIBRARY_PATH.
 # Needs root (network namespaces). Run it under the same netns lock as the
-# other namespace tests if several run on one machine.
+# other namespace tests if several run on one machine
+# (flock /tmp/pxn-netns.lock bash contrib/nixl_check.sh ...).
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 prog=nixl_check.sh
-quick=0 kill_checks=1 baseline=1
+quick=0 kill_checks=1 baseline=1 batch=1 sgl=0 blocks=
+usage() {
+    echo "usage: [NIXL_PREFIX=...] $prog [--quick] [--no-kill] [--no-baseline] [--batch N] [--blocks FIRST[,LAST]] [--sgl]" >&2
+    exit 2
+}
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1 ;;
     --no-kill) kill_checks=0 ;;
     --no-baseline) baseline=0 ;;
-    *) echo "usage: [NIXL_PREFIX=...] $prog [--quick] [--no-kill] [--no-baseline]" >&2; exit 2 ;;
+    --batch) [ $# -ge 2 ] || usage; batch=$2; shift ;;
+    --blocks) [ $# -ge 2 ] || usage; blocks=$2; shift ;;
+    --sgl) sgl=1 ;;
+    *) usage ;;
     esac
     shift
 done
+[[ $batch =~ ^[1-9][0-9]*$ ]] || usage
+[ -z "$blocks" ] || [[ $blocks =~ ^[1-9][0-9]*(,[1-9][0-9]*)?$ ]] || usage
 
 if [ -z "${NIXL_PREFIX:-}" ]; then
     echo "$prog: SKIP: NIXL_PREFIX is not set (the prefix of an installed NIXL with nixlbench)"
@@ -60,31 +95,112 @@ die() { echo "$prog: error: $*" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || die "run as root (network namespaces)"
 nixlbench=${NIXLBENCH:-$NIXL_PREFIX/bin/nixlbench}
 [ -x "$nixlbench" ] || die "no nixlbench at $nixlbench (set NIXLBENCH)"
+[ "$sgl" = 0 ] || export NIXL_UCX_SGL_ENABLE=y
 
-# The UCX NIXL runs on: where its UCX plugin resolves libucp.
-if [ -z "${NIXL_UCX:-}" ]; then
+# NIXL's UCX plugin: where NIXL loads it from (NIXL_PLUGIN_DIR wins over
+# NIXL's default, the plugins/ directory beside libnixl.so).
+plugin=
+if [ -n "${NIXL_PLUGIN_DIR:-}" ] && [ -f "$NIXL_PLUGIN_DIR/libplugin_UCX.so" ]; then
+    plugin=$(readlink -f "$NIXL_PLUGIN_DIR/libplugin_UCX.so")
+else
     plugin=$(find "$NIXL_PREFIX" -name 'libplugin_UCX.so' -print -quit)
-    [ -n "$plugin" ] || die "no libplugin_UCX.so under $NIXL_PREFIX (set NIXL_UCX)"
-    ucp=$(ldd "$plugin" | awk '$1 == "libucp.so.0" {print $3; exit}')
-    [ -n "$ucp" ] && [ "$ucp" != "not" ] || die "$plugin does not resolve libucp.so.0 (set NIXL_UCX)"
-    NIXL_UCX=$(cd "$(dirname "$ucp")/.." && pwd)
+    [ -z "$plugin" ] || plugin=$(readlink -f "$plugin")
 fi
+# ucp_of <file>: the libucp <file> resolves (libucp.so.0; a wheel's
+# libucp-<suffix>-<hash>.so.0.0.0), empty if none
+ucp_of() {
+    ldd "$1" 2>/dev/null | awk '$1 ~ /^libucp(-[^ ]*)?\.so/ && $2 == "=>" && $3 != "not" {print $3; exit}'
+}
+# has_ucp <dir>: a libucp is there
+has_ucp() { compgen -G "$1/libucp.so*" >/dev/null || compgen -G "$1/libucp-*.so*" >/dev/null; }
+
+# The UCX NIXL runs on, and its library directory (libucp; modules in ucx/).
+if [ -z "${NIXL_UCX:-}" ]; then
+    [ -n "$plugin" ] || die "no libplugin_UCX.so in NIXL_PLUGIN_DIR nor under $NIXL_PREFIX (set NIXL_UCX)"
+    ucp=$(ucp_of "$plugin")
+    [ -n "$ucp" ] || die "$plugin does not resolve libucp (set NIXL_UCX)"
+    ucx_libdir=$(dirname "$(readlink -f "$ucp")")
+    case ${ucx_libdir##*/} in
+    lib|lib64) NIXL_UCX=$(dirname "$ucx_libdir") ;;
+    *) NIXL_UCX=$ucx_libdir ;; # a wheel's <pkg>.libs
+    esac
+elif has_ucp "$NIXL_UCX/lib"; then
+    ucx_libdir=$NIXL_UCX/lib
+elif has_ucp "$NIXL_UCX"; then
+    ucx_libdir=$NIXL_UCX
+else
+    die "no libucp in $NIXL_UCX/lib nor in $NIXL_UCX (NIXL_UCX: a UCX prefix or a wheel's <pkg>.libs)"
+fi
+ucx_libdir=$(readlink -f "$ucx_libdir")
 # nixlbench has no rpath: NIXL's libraries (<prefix>/lib/<multiarch>) and
 # what they link (Abseil, when NIXL built its own) come from LD_LIBRARY_PATH.
 nixl_libdir=$(find "$NIXL_PREFIX" -name libnixl.so -print -quit)
 [ -n "$nixl_libdir" ] || die "no libnixl.so under $NIXL_PREFIX"
 nixl_libdir=$(dirname "$nixl_libdir")
-tools=${PXN_TOOLS:-$NIXL_UCX/bin}
+if [ -n "${PXN_TOOLS:-}" ]; then
+    tools=$PXN_TOOLS
+elif [ -x "$ucx_libdir/bin/ucx_pxn_relay" ]; then
+    tools=$ucx_libdir/bin
+else
+    tools=$NIXL_UCX/bin
+fi
 relay_bin=$tools/ucx_pxn_relay info_bin=$tools/ucx_pxn_info
-[ -x "$relay_bin" ] && [ -x "$info_bin" ] || die "no ucx_pxn_relay/ucx_pxn_info in $tools (set PXN_TOOLS)"
-export LD_LIBRARY_PATH="$NIXL_UCX/lib:$nixl_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ ! -x "$relay_bin" ] || [ ! -x "$info_bin" ]; then
+    die "no ucx_pxn_relay/ucx_pxn_info in $tools (set PXN_TOOLS)"
+fi
+ldpath=$nixl_libdir
+[ ! -d "$NIXL_UCX/lib" ] || ldpath=$NIXL_UCX/lib:$ldpath
+export LD_LIBRARY_PATH="$ldpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 missing=$(ldd "$nixlbench" 2>/dev/null | awk '$2 == "=>" && $3 == "not" {print $1}' | tr '\n' ' ')
 [ -z "$missing" ] ||
     die "nixlbench does not find ${missing% }: put their directories on LD_LIBRARY_PATH (docs/nixl.md, \"What NIXL's build needs\")"
-ucx_info=$NIXL_UCX/bin/ucx_info
-[ -x "$NIXL_UCX/bin/ucx_info.real" ] && ucx_info=$NIXL_UCX/bin/ucx_info.real
-if ! UCX_PXN_ENABLE=y "$ucx_info" -d 2>/dev/null | grep -q 'Transport: pxn'; then
-    die "ucx_info -d of $NIXL_UCX lists no pxn transport (module not in lib/ucx nor UCX_PLUGIN_PATH?)"
+if [ -n "$plugin" ]; then
+    ucp=$(ucp_of "$plugin")
+    if [ -z "$ucp" ] || [ "$(dirname "$(readlink -f "$ucp")")" != "$ucx_libdir" ]; then
+        die "NIXL's UCX plugin $plugin resolves libucp to ${ucp:-nothing}, not to one in $ucx_libdir (NIXL_UCX)"
+    fi
+fi
+
+# pxn and the version: ucx_info of that UCX, or the UCX's own libraries
+ucx_info=${UCX_INFO:-}
+if [ -z "$ucx_info" ]; then
+    for f in "$NIXL_UCX/bin/ucx_info.real" "$NIXL_UCX/bin/ucx_info"; do
+        if [ -x "$f" ]; then ucx_info=$f; break; fi
+    done
+fi
+if [ -n "$ucx_info" ]; then
+    [ -x "$ucx_info" ] || die "UCX_INFO=$ucx_info: not executable"
+    if ! UCX_PXN_ENABLE=y "$ucx_info" -d 2>/dev/null | grep -q 'Transport: pxn'; then
+        die "$ucx_info -d lists no pxn transport (module not in $ucx_libdir/ucx nor UCX_PLUGIN_PATH?)"
+    fi
+    ucx_version=$("$ucx_info" -v | sed -n -e 's/^# Library version: //p' -e 's/^# Version //p' | head -1)
+else
+    lib_ucp=$(compgen -G "$ucx_libdir/libucp.so*" || compgen -G "$ucx_libdir/libucp-*.so*")
+    lib_uct=$(compgen -G "$ucx_libdir/libuct.so*" || compgen -G "$ucx_libdir/libuct-*.so*")
+    # libucp first (the module's version guard asks it), then UCT's
+    # component list, as contrib/wheel_install.sh does
+    ucx_query=$(python3 - "${lib_ucp%%$'\n'*}" "${lib_uct%%$'\n'*}" 2>&1 <<'EOF'
+import ctypes, sys
+ucp = ctypes.CDLL(sys.argv[1])
+v = [ctypes.c_uint() for _ in range(3)]
+ucp.ucp_get_version(*[ctypes.byref(x) for x in v])
+print("version:", ".".join(str(x.value) for x in v))
+uct = ctypes.CDLL(sys.argv[2])
+comps, n = ctypes.POINTER(ctypes.c_void_p)(), ctypes.c_uint()
+if uct.uct_query_components(ctypes.byref(comps), ctypes.byref(n)) != 0:
+    sys.exit("uct_query_components failed")
+names = []
+for i in range(n.value):
+    attr = ctypes.create_string_buffer(512)    # uct_component_attr_t and more
+    ctypes.c_uint64.from_buffer(attr, 0).value = 1  # UCT_COMPONENT_ATTR_FIELD_NAME
+    uct.uct_component_query(ctypes.c_void_p(comps[i]), attr)
+    names.append(attr.raw[8:24].split(b"\0")[0].decode())
+print("components:", " ".join(names))
+EOF
+    ) || die "could not load the UCX of $ucx_libdir with python3 (ctypes): $ucx_query"
+    grep -q '^components:.* pxn\( \|$\)' <<<"$ucx_query" ||
+        die "the UCX of $ucx_libdir lists no pxn component (module not in $ucx_libdir/ucx?); it said: $ucx_query"
+    ucx_version=$(sed -n 's/^version: //p' <<<"$ucx_query")
 fi
 
 T=$top/contrib/topology.sh
@@ -117,7 +233,8 @@ trap 'exit 143' TERM
 bash "$T" up --prefix "$prefix" --nodes 2 --rails 2 >/dev/null 2>&1 ||
     die "contrib/topology.sh up --prefix $prefix failed"
 log=$(mktemp -d /tmp/pxn-nixl.XXXXXX)
-echo "$prog: nixlbench $nixlbench, UCX $NIXL_UCX ($("$ucx_info" -v | sed -n -e 's/^# Library version: //p' -e 's/^# Version //p')), logs in $log"
+echo "$prog: nixlbench $nixlbench, UCX $NIXL_UCX ($ucx_version), logs in $log"
+echo "  NIXL's UCX plugin ${plugin:-(not found)}, UCX libraries in $ucx_libdir, tools in $tools${NIXL_UCX_SGL_ENABLE:+, NIXL_UCX_SGL_ENABLE=$NIXL_UCX_SGL_ENABLE}"
 
 # slot <node> <rail> cmd...: in the slot's namespace, as a process of that
 # emulated node (own registry group and node id), pxn's inner transport cma
@@ -127,8 +244,8 @@ echo "$prog: nixlbench $nixlbench, UCX $NIXL_UCX ($("$ucx_info" -v | sed -n -e '
 slot() {
     local n=$1 r=$2
     shift 2
-    exec env UCX_PXN_NODE_ID=node$n UCX_PXN_GROUP=$prefix-node$n \
-        UCX_PXN_NET_TLS=cma UCX_PXN_RAIL_MAP=memory:rail$r \
+    exec env UCX_PXN_NODE_ID="node$n" UCX_PXN_GROUP="$prefix-node$n" \
+        UCX_PXN_NET_TLS=cma UCX_PXN_RAIL_MAP="memory:rail$r" \
         UCX_NET_DEVICES=front,memory \
         bash "$T" exec --prefix "$prefix" --no-env "$n" "$r" -- "$@"
 }
@@ -181,12 +298,20 @@ if [ "$quick" = 1 ]; then
 else
     first=65536 last=16777216 iters=32 warmup=4
 fi
+if [ -n "$blocks" ]; then
+    first=${blocks%%,*} last=${blocks#*,}
+    [ "$first" -le "$last" ] || usage
+fi
 port=12400
-# nb_args <op> <pt> <first block> <last block> <iters>: nixlbench's command line
+# nb_args <op> <pt> <first block> <last block> <iters> <batch>: nixlbench's
+# command line; its buffer holds a transfer's blocks
 nb_args() {
+    local buf=$((64 << 20))
+    [ $(($4 * $6)) -le "$buf" ] || buf=$(($4 * $6))
     echo "$nixlbench --runtime_type=ASIO --asio_address=10.99.0.1 --asio_port=$port" \
         "--backend=UCX --op_type=$1 --enable_pt=$2 --check_consistency" \
-        "--total_buffer_size=$((64 << 20)) --start_block_size=$3 --max_block_size=$4" \
+        "--total_buffer_size=$buf --start_block_size=$3 --max_block_size=$4" \
+        "--start_batch_size=$6 --max_batch_size=$6" \
         "--num_iter=$5 --warmup_iter=$warmup --large_blk_iter_ftr=1"
 }
 
@@ -224,16 +349,28 @@ env_slot() {
     slot "$@"
 }
 
+# loaded <ld.so debug file> <regex>: the first library whose path matches,
+# of those the process loaded (LD_DEBUG=libs: "calling init: <path>"),
+# symbolic links resolved
+loaded() {
+    local f
+    f=$(sed -n 's/.*calling init: //p' "$1" 2>/dev/null | grep -m1 -E "$2")
+    [ -z "$f" ] || readlink -f "$f"
+}
+
 # pair <label> <tls> <op> <pt> [env...]: initiator n0r0 (binds the ASIO
-# address, rank 0), target n1r1 (connects). Sets init_rc, targ_rc.
+# address, rank 0), target n1r1 (connects). Sets init_rc, targ_rc, and
+# what the initiator loaded: loaded_plugin (NIXL's UCX plugin),
+# loaded_ucp (libucp), loaded_pxn (the pxn module).
 pair() {
     local label=$1 tls=$2 op=$3 pt=$4
     shift 4
     port=$((port + 1))
     local args
-    args=$(nb_args "$op" "$pt" "$first" "$last" "$iters")
+    args=$(nb_args "$op" "$pt" "$first" "$last" "$iters" "$batch")
     # shellcheck disable=SC2086
-    env_slot "$tls" "UCX_PROTO_INFO=y UCX_LOG_LEVEL=info $*" 0 0 $args > "$log/$label-init.log" 2>&1 &
+    env_slot "$tls" "UCX_PROTO_INFO=y UCX_LOG_LEVEL=info LD_DEBUG=libs LD_DEBUG_OUTPUT=$log/$label-ld $*" \
+        0 0 $args > "$log/$label-init.log" 2>&1 &
     local i=$!
     pids+=("$i")
     sleep 1
@@ -246,6 +383,21 @@ pair() {
     wait_pid "$t" 30 && targ_rc=$rc
     kill -KILL "$i" "$t" 2>/dev/null
     { wait "$i" "$t"; } 2>/dev/null
+    # (every process the initiator's command line exec'd into wrote here:
+    # env, bash, ip, then nixlbench, all with its pid)
+    loaded_plugin=$(loaded "$log/$label-ld.$i" '/libplugin_UCX\.so$')
+    loaded_ucp=$(loaded "$log/$label-ld.$i" '/libucp(-[^/]*)?\.so[^/]*$')
+    loaded_pxn=$(loaded "$log/$label-ld.$i" '/libuct_pxn[^/]*\.so[^/]*$')
+}
+
+# loaded_wrong: why the initiator's libraries are not those under test
+# (empty when they are)
+loaded_wrong() {
+    if [ -z "$loaded_ucp" ] || [ "$(dirname "$loaded_ucp")" != "$ucx_libdir" ]; then
+        echo "nixlbench loaded libucp ${loaded_ucp:-(none seen)}, not one of $ucx_libdir"
+    elif [ -n "$plugin" ] && [ "$loaded_plugin" != "$plugin" ]; then
+        echo "nixlbench loaded NIXL's UCX plugin ${loaded_plugin:-(none seen)}, not $plugin"
+    fi
 }
 
 # bw <log>: "block GB/s" lines of nixlbench's table
@@ -289,9 +441,9 @@ shutdown_race() {
 }
 
 expected=0
-for ((b = first; b <= last; b *= 2)); do expected=$((expected + (iters + warmup) * b)); done
+for ((b = first; b <= last; b *= 2)); do expected=$((expected + (iters + warmup) * b * batch)); done
 
-echo "== transfers node 0 rail 0 -> node 1 rail 1 through pxn (relay n0r1), NIXL defaults"
+echo "== transfers node 0 rail 0 -> node 1 rail 1 through pxn (relay n0r1), NIXL defaults, $batch block(s) per transfer"
 for op in WRITE READ; do
     for pt in 0 1; do
         label=pxn-$op-pt$pt
@@ -306,7 +458,16 @@ for op in WRITE READ; do
         stop_relay "$r10" "$label-relay10"
         b10=$relayed
         what="$op progress thread $pt: nixlbench rc $init_rc/$targ_rc, relay n0r1 carried ${b01:-?} B of $expected B moved (n1r0: ${b10:-?} B)"
-        if [ "$init_rc" = 0 ] && [ "$targ_rc" = 0 ] && [ "${b01:-0}" -ge "$expected" ] &&
+        wrong=$(loaded_wrong)
+        if [ -z "${shown_loaded:-}" ] && [ -n "$loaded_ucp" ]; then
+            shown_loaded="  loaded by nixlbench (initiator of $label, LD_DEBUG=libs):
+    NIXL's UCX plugin ${loaded_plugin:-(none seen)}
+    libucp $loaded_ucp
+    pxn module ${loaded_pxn:-(none seen)}"
+        fi
+        if [ -n "$wrong" ]; then
+            result FAIL "$what, but $wrong (logs $log/$label-*)"
+        elif [ "$init_rc" = 0 ] && [ "$targ_rc" = 0 ] && [ "${b01:-0}" -ge "$expected" ] &&
            ! grep -q 'Consistency check failed' "$log/$label-init.log" "$log/$label-targ.log"; then
             result PASS "$what, every byte checked by nixlbench"
         elif [ "${b01:-0}" -ge "$expected" ] &&
@@ -318,19 +479,53 @@ for op in WRITE READ; do
         fi
     done
 done
-# what UCP chose (UCX_LOG_LEVEL=info, UCX_PROTO_INFO=y of the initiators)
+# what the initiator loaded (LD_DEBUG=libs), what UCP chose (UCX_LOG_LEVEL=info,
+# UCX_PROTO_INFO=y of the initiators)
+echo "${shown_loaded:-  loaded by nixlbench: nothing seen (LD_DEBUG=libs of the initiators)}"
 grep -h -m1 'inter-node cfg' "$log/pxn-WRITE-pt0-init.log" | sed 's/.*INFO */  UCP lanes: /'
+
+# proto_rows <initiator log> <op>: the rows of UCP's put (WRITE) or get
+# (READ) tables that name pxn/, each after its table's title
+proto_rows() {
+    local what='write by ucp_put'
+    [ "$2" = READ ] && what='read by ucp_get'
+    awk -v title="| remote memory $what" '
+        { c = substr($0, index($0, "|")) }    # after the log prefix
+        index(c, title) == 1 {
+            t = substr(c, index(c, " by ") + 4)
+            sub(/ *\|[^|]*$/, "", t)
+            next
+        }
+        c ~ /^\| *Range/ { next }
+        c ~ /^\| *[A-Za-z]/ { t = ""; next }    # the next table
+        t != "" && c ~ /^\| *[0-9][^|]*\|.*[|( ]pxn\// {
+            gsub(/ +/, " ", c)
+            print t ": " c
+        }' "$1" | sort -u
+}
 for op in WRITE READ; do
-    what='write by ucp_put'
-    [ "$op" = READ ] && what='read by ucp_get'
-    grep -h -A6 "remote memory $what\\*[^|]* host memory" "$log/pxn-$op-pt0-init.log" |
-        grep -E '[|( ]pxn/' | sed 's/^[^|]*//' | tr -s ' ' | sort -u | sed "s/^/  $op: /"
+    proto_rows "$log/pxn-$op-pt0-init.log" "$op" | sed "s/^/  $op, /"
 done
+if [ "$sgl" = 1 ]; then
+    for pt in 0 1; do
+        rows=$(proto_rows "$log/pxn-WRITE-pt$pt-init.log" WRITE | grep -E ' from sgl [^:]*: .*\| sgl \| [^|]*pxn/' | head -1)
+        if [ -n "$rows" ]; then
+            result PASS "WRITE progress thread $pt, NIXL_UCX_SGL_ENABLE=y: UCP's SGL put on pxn ($rows)"
+        else
+            result FAIL "WRITE progress thread $pt, NIXL_UCX_SGL_ENABLE=y: no sgl row naming pxn/ in UCP's 'from sgl host memory' put table (logs $log/pxn-WRITE-pt$pt-*)"
+        fi
+    done
+fi
 
 if [ "$baseline" = 1 ]; then
-    echo "== the same transfers without pxn (UCX_TLS=tcp, frontend), bandwidth in GB/s"
+    # UCP's tcp has no SGL put: NIXL with SGL on would abort
+    base_env='' base_note=''
+    if [ -n "${NIXL_UCX_SGL_ENABLE:-}" ]; then
+        base_env=NIXL_UCX_SGL_ENABLE=n base_note=", NIXL_UCX_SGL_ENABLE=n"
+    fi
+    echo "== the same transfers without pxn (UCX_TLS=tcp, frontend$base_note), bandwidth in GB/s"
     for op in WRITE READ; do
-        pair "tcp-$op-pt0" tcp "$op" 0 2>>"$log/shell.err"
+        pair "tcp-$op-pt0" tcp "$op" 0 $base_env 2>>"$log/shell.err"
         if [ "$init_rc" = 0 ] && [ "$targ_rc" = 0 ]; then
             result PASS "$op without pxn: nixlbench rc 0/0"
         elif shutdown_race "$init_rc" "$targ_rc" "$log/tcp-$op-pt0-init.log" \
@@ -357,7 +552,7 @@ kill_case() {
     local n=100000
     [ "$fb" = y ] && n=400 # finishes on the direct path in the emulation
     local args
-    args=$(nb_args "$op" "$pt" 1048576 1048576 "$n")
+    args=$(nb_args "$op" "$pt" 1048576 1048576 "$n" 1)
     # shellcheck disable=SC2086
     env_slot pxn,tcp "UCX_PXN_FALLBACK=$fb" 0 0 $args > "$log/$label-init.log" 2>&1 &
     local i=$!
