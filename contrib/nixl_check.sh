@@ -179,25 +179,8 @@ else
     lib_uct=$(compgen -G "$ucx_libdir/libuct.so*" || compgen -G "$ucx_libdir/libuct-*.so*")
     # libucp first (the module's version guard asks it), then UCT's
     # component list, as contrib/wheel_install.sh does
-    ucx_query=$(python3 - "${lib_ucp%%$'\n'*}" "${lib_uct%%$'\n'*}" 2>&1 <<'EOF'
-import ctypes, sys
-ucp = ctypes.CDLL(sys.argv[1])
-v = [ctypes.c_uint() for _ in range(3)]
-ucp.ucp_get_version(*[ctypes.byref(x) for x in v])
-print("version:", ".".join(str(x.value) for x in v))
-uct = ctypes.CDLL(sys.argv[2])
-comps, n = ctypes.POINTER(ctypes.c_void_p)(), ctypes.c_uint()
-if uct.uct_query_components(ctypes.byref(comps), ctypes.byref(n)) != 0:
-    sys.exit("uct_query_components failed")
-names = []
-for i in range(n.value):
-    attr = ctypes.create_string_buffer(512)    # uct_component_attr_t and more
-    ctypes.c_uint64.from_buffer(attr, 0).value = 1  # UCT_COMPONENT_ATTR_FIELD_NAME
-    uct.uct_component_query(ctypes.c_void_p(comps[i]), attr)
-    names.append(attr.raw[8:24].split(b"\0")[0].decode())
-print("components:", " ".join(names))
-EOF
-    ) || die "could not load the UCX of $ucx_libdir with python3 (ctypes): $ucx_query"
+    ucx_query=$(python3 "$top/contrib/ucx_query.py" "${lib_ucp%%$'\n'*}" "${lib_uct%%$'\n'*}" 2>&1) ||
+        die "could not load the UCX of $ucx_libdir with python3 (ctypes): $ucx_query"
     grep -q '^components:.* pxn\( \|$\)' <<<"$ucx_query" ||
         die "the UCX of $ucx_libdir lists no pxn component (module not in $ucx_libdir/ucx?); it said: $ucx_query"
     ucx_version=$(sed -n 's/^version: //p' <<<"$ucx_query")

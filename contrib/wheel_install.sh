@@ -114,28 +114,30 @@ done
 build_suffix=${module_file#libuct_pxn}; build_suffix=${build_suffix%.so.0}
 
 # The wheel's UCX version, from its own libucp.
-wheel_version=$(python3 - "$libs/$ucp" <<'EOF'
-import ctypes, sys
-ucp = ctypes.CDLL(sys.argv[1])
-v = [ctypes.c_uint() for _ in range(3)]
-ucp.ucp_get_version(*[ctypes.byref(x) for x in v])
-print(".".join(str(x.value) for x in v))
-EOF
-) || die "could not load $libs/$ucp to read its version"
+wheel_version=$(python3 "$top/contrib/ucx_query.py" "$libs/$ucp" | sed -n 's/^version: //p') ||
+    die "could not load $libs/$ucp to read its version"
 echo "[wheel] wheel's UCX $wheel_version (module suffix '${wheel_suffix}'), pxn built for UCX $build_version (suffix '${build_suffix}')" >&2
 [ "$wheel_version" = "$build_version" ] ||
     die "the wheel's UCX is $wheel_version, pxn in $build was built for UCX $build_version: build pxn against UCX $wheel_version (docs/nixl.md)"
 [ "$wheel_suffix" = "$build_suffix" ] ||
     die "the wheel's UCX libraries carry the soname suffix '${wheel_suffix#-}', the UCX pxn was built for '${build_suffix#-}': build pxn against a UCX configured like the wheel's (docs/nixl.md)"
 
+# first_lib <regex>: the first file name in $libs that matches
+first_lib() {
+    local f
+    for f in "$libs"/*; do
+        [[ ${f##*/} =~ $1 ]] && { echo "${f##*/}"; return; }
+    done
+    return 0
+}
 # patch_needed <file>: NEEDED libuct-S.so.0 -> the wheel's libuct-S-<hash>.so...
 patch_needed() {
     local f=$1 needed base renamed
     for needed in $(patchelf --print-needed "$f"); do
         base=${needed%%.so*}
         case $base in libuc[mpst]|libuc[mpst]-*) ;; *) continue ;; esac
-        renamed=$(cd "$libs" && ls -1 | grep -E "^${base}-[0-9a-f]{8}\.so" | head -1 || true)
-        [ -n "$renamed" ] || renamed=$(cd "$libs" && ls -1 | grep -E "^${base}\.so" | head -1 || true)
+        renamed=$(first_lib "^${base}-[0-9a-f]{8}\.so")
+        [ -n "$renamed" ] || renamed=$(first_lib "^${base}\.so")
         [ -n "$renamed" ] || die "$f needs $needed: nothing like it in $libs"
         [ "$renamed" = "$needed" ] || patchelf --replace-needed "$needed" "$renamed" "$f"
     done
@@ -164,22 +166,7 @@ done
 
 # Loaded through the wheel's own UCX: does it list pxn? (libucp first, so
 # that the module's guard sees the version; then UCT's component list.)
-check=$(python3 - "$libs/$ucp" "$libs/$(lib_of uct)" 2>&1 <<'EOF'
-import ctypes, sys
-ctypes.CDLL(sys.argv[1])
-uct = ctypes.CDLL(sys.argv[2])
-comps, n = ctypes.POINTER(ctypes.c_void_p)(), ctypes.c_uint()
-if uct.uct_query_components(ctypes.byref(comps), ctypes.byref(n)) != 0:
-    sys.exit("uct_query_components failed")
-names = []
-for i in range(n.value):
-    attr = ctypes.create_string_buffer(512)    # uct_component_attr_t and more
-    ctypes.c_uint64.from_buffer(attr, 0).value = 1  # UCT_COMPONENT_ATTR_FIELD_NAME
-    uct.uct_component_query(ctypes.c_void_p(comps[i]), attr)
-    names.append(attr.raw[8:24].split(b"\0")[0].decode())
-print("components:", " ".join(names))
-EOF
-) || true
+check=$(python3 "$top/contrib/ucx_query.py" "$libs/$ucp" "$libs/$(lib_of uct)" 2>&1) || true
 if ! grep -q '^components:.* pxn\( \|$\)' <<<"$check"; then
     mapfile -t new < <(installed_files)
     rm -f "${new[@]}"
@@ -187,7 +174,7 @@ if ! grep -q '^components:.* pxn\( \|$\)' <<<"$check"; then
     die "the wheel's UCX did not register pxn; removed again. It said:
 $check"
 fi
-echo "[wheel] $check" >&2
+echo "[wheel] $(grep "^components:" <<<"$check")" >&2
 
 rec=$(record_file)
 if [ -n "$rec" ]; then
