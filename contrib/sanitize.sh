@@ -12,7 +12,8 @@
 #   GTEST_FILTER='PxnFaults.*' bash contrib/sanitize.sh
 #
 # Leak checking is off: the suite ends most of its processes with SIGKILL.
-# PxnStockUcx is left out: it preloads the module into an unsanitized stock
+# PxnStockUcx, PxnVersionGuardStock and PxnVersionGuardForeign are left
+# out: they preload the module into an unsanitized stock
 # UCX program, which ASan refuses by design. A report fails the test that
 # caused it (halt_on_error); reports also go to build-asan/sanitizer/.
 set -euo pipefail
@@ -53,9 +54,9 @@ export PXN_TEST_TIME_SCALE=${PXN_TEST_TIME_SCALE:-4}
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$build/sanitizer/ubsan"
 filter=${GTEST_FILTER:-*}
 if [[ "$filter" == *-* ]]; then
-    export GTEST_FILTER="$filter:PxnStockUcx.*"
+    export GTEST_FILTER="$filter:PxnStockUcx.*:PxnVersionGuardStock.*:PxnVersionGuardForeign.*"
 else
-    export GTEST_FILTER="$filter-PxnStockUcx.*"
+    export GTEST_FILTER="$filter-PxnStockUcx.*:PxnVersionGuardStock.*:PxnVersionGuardForeign.*"
 fi
 cd "$build"
 status=0

@@ -79,7 +79,9 @@ TEST_F(PxnContract, CreditTimeoutsFailOperationsFromProgressNeverInsideTheCall)
 TEST_F(PxnContract, FlushWithCancelEndsTheOperationsNotYetStagedAndTheEp)
 {
     const size_t size = 16 * kSlot;
-    auto [relay, target, sender, t] = cross_rail(size, 63);
+    /* the relay stays stopped for a while: not declared dead meanwhile */
+    auto [relay, target, sender, t] = cross_rail(size, 63,
+                                                 {"UCX_PXN_HEARTBEAT_TIMEOUT=10s"});
     ASSERT_TRUE(relay && target && sender);
     ASSERT_TRUE(relay->stop());
     /* a piece per operation: kSlots published, the others queued */
