@@ -9,12 +9,14 @@
  *        post_route_reply() and read back with read_route_reply());
  *   4    release one hold of a route id (from the next byte), held or not;
  *   5    a piece starts on a route id the table handed out;
- *   6    that piece finishes (status from the next byte).
+ *   6    that piece finishes (status from the next byte);
+ *   7    a relay round begins: collect() (a finished piece never frees its
+ *        route in the completion callback; the next round does).
  * The inner transport is a stub that tracks its eps. Must never crash or
  * hit UB; invariants: ids below the capacity, no more routes than the
  * capacity, a route's ep is live while the table can hand it out, no ep is
- * destroyed twice or while a piece uses it, and every ep is destroyed once
- * nothing holds or uses its route.
+ * destroyed twice or while a piece uses it, and every ep is destroyed by
+ * the first relay round after nothing holds or uses its route.
  *
  * Built by test/fuzz/run.sh (links libucs for pxn's logging).
  */
@@ -178,6 +180,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
             break;
         }
+        case 7:
+            table.collect();
+            break;
         default: {
             abi::RouteRequest raw;
             memset(&raw, 0, sizeof(raw));
@@ -236,6 +241,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             table.release(h.first);
         }
     }
+    table.collect(); /* the next relay round */
     FUZZ_CHECK(table.active() == 0);
     FUZZ_CHECK(net.live.empty());
     return 0;
