@@ -91,9 +91,27 @@ ucs_status_t Ep::sgl(abi::Op op, void *const *buffers, const size_t *lengths,
 } // namespace uct
 } // namespace pxn
 
-using pxn::uct::Ep;
+#ifdef PXN_UCX_EP_PUT_SGL_ZCOPY /* a UCX with get_sgl_zcopy has put_sgl_zcopy */
+namespace {
 
-#ifdef PXN_UCX_EP_PUT_SGL_ZCOPY
+/* Both entries: no exception reaches UCX. */
+ucs_status_t sgl_entry(pxn::abi::Op op, uct_ep_h ep, void *const *buffers,
+                       const size_t *lengths, const uint64_t *remote_addrs,
+                       uct_rkey_t const *rkeys, const size_t *counts,
+                       const size_t *strides, size_t count,
+                       uct_completion_t *comp) noexcept
+{
+    try {
+        return ucs_derived_of(ep, uct_pxn_ep_t)->impl->sgl(
+                op, buffers, lengths, remote_addrs, rkeys, counts, strides,
+                count, comp);
+    } catch (const std::bad_alloc &) {
+        return UCS_ERR_NO_MEMORY;
+    }
+}
+
+} // namespace
+
 ucs_status_t uct_pxn_ep_put_sgl_zcopy(uct_ep_h ep, void *const *buffers,
                                       const size_t *lengths, uct_mem_h const *,
                                       const uint64_t *remote_addrs,
@@ -101,15 +119,9 @@ ucs_status_t uct_pxn_ep_put_sgl_zcopy(uct_ep_h ep, void *const *buffers,
                                       const size_t *counts, const size_t *strides,
                                       size_t count, uct_completion_t *comp) noexcept
 {
-    try {
-        return ucs_derived_of(ep, uct_pxn_ep_t)->impl->sgl(
-                pxn::abi::kOpPut, buffers, lengths, remote_addrs, rkeys, counts,
-                strides, count, comp);
-    } catch (const std::bad_alloc &) {
-        return UCS_ERR_NO_MEMORY;
-    }
+    return sgl_entry(pxn::abi::kOpPut, ep, buffers, lengths, remote_addrs, rkeys,
+                     counts, strides, count, comp);
 }
-#endif
 
 #ifdef PXN_UCX_EP_GET_SGL_ZCOPY
 ucs_status_t uct_pxn_ep_get_sgl_zcopy(uct_ep_h ep, void *const *buffers,
@@ -119,12 +131,8 @@ ucs_status_t uct_pxn_ep_get_sgl_zcopy(uct_ep_h ep, void *const *buffers,
                                       const size_t *counts, const size_t *strides,
                                       size_t count, uct_completion_t *comp) noexcept
 {
-    try {
-        return ucs_derived_of(ep, uct_pxn_ep_t)->impl->sgl(
-                pxn::abi::kOpGet, buffers, lengths, remote_addrs, rkeys, counts,
-                strides, count, comp);
-    } catch (const std::bad_alloc &) {
-        return UCS_ERR_NO_MEMORY;
-    }
+    return sgl_entry(pxn::abi::kOpGet, ep, buffers, lengths, remote_addrs, rkeys,
+                     counts, strides, count, comp);
 }
 #endif
+#endif /* PXN_UCX_EP_PUT_SGL_ZCOPY */

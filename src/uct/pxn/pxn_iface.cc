@@ -180,7 +180,8 @@ static const char *const kCounterNames[kNumCounters] = {
     "relay/pieces", "relay/bytes", "relay/failed_pieces",
     "relay/rejected_descriptors", "relay/routes", "relay/route_errors",
     "relay/lane_resets", "relay/inflight", "relay/fenced", "relay/rkeys_held",
-    "relay/inner_ops", "relay/inner_sgl_ops", "sender/pieces", "sender/bytes", "sender/credit_stalls", "sender/failed_ops",
+    "relay/inner_ops", "relay/inner_sgl_ops",
+    "sender/pieces", "sender/bytes", "sender/credit_stalls", "sender/failed_ops",
     "sender/fallback_ops", "sender/fallback_bytes", "sender/lanes",
     "sender/gather_pieces", "sender/spare_misses"};
 
