@@ -2,6 +2,7 @@
 
 #include <ucs/pxn/identity.h>
 #include <ucs/pxn/os_resource.h>
+#include <ucs/pxn/registry_lease.h>
 #include <ucs/pxn/settings.h>
 
 #include <algorithm>
@@ -260,7 +261,8 @@ void read_registry(RegistrySnapshot *reg)
     std::map<std::string, EntrySnapshot> by_name;
     while (const struct dirent *de = readdir(dir)) {
         const std::string name = de->d_name;
-        if ((name == ".") || (name == "..") || (name == kLockName)) {
+        if ((name == ".") || (name == "..") || (name == kLockName) ||
+            (name == kUsersName)) {
             continue;
         }
         EntrySnapshot e;

@@ -53,7 +53,13 @@
  *         (a target of a plain inner transport such as tcp needs this)
  *   contract, fork, put_cancel, pending, zero, oversize, iface_flush
  *         UCT's rules and a process's life: peer_lifecycle.h
- *   quit
+ *   exit                          exit(0) at once, UCT still open (as an
+ *                                 application that never cleans up)
+ *   quit                          closes UCT, then returns from main
+ *
+ * PXN_PEER_SIGTERM=own|after: the program installs a SIGTERM handler of its
+ * own before opening UCT (own) or after (after); it writes the line
+ * "sigterm" and the program goes on. Unset: SIGTERM left at its default.
  */
 #include "peer_lifecycle.h"
 #include "peer_process.h"
@@ -67,6 +73,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -328,6 +335,22 @@ std::string cmd_counters()
     return os.str();
 }
 
+int g_answers_fd = -1;
+
+void on_sigterm(int)
+{
+    (void)!write(g_answers_fd, "sigterm\n", 8);
+}
+
+void own_sigterm()
+{
+    struct sigaction sa = {};
+    sa.sa_handler = on_sigterm;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, nullptr);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -349,10 +372,19 @@ int main(int argc, char **argv)
         return 1;
     }
     setvbuf(answers, nullptr, _IOLBF, 0);
+    g_answers_fd = fileno(answers);
+    const char *sigterm = getenv("PXN_PEER_SIGTERM");
+    const std::string sigterm_mode = (sigterm != nullptr) ? sigterm : "";
+    if (sigterm_mode == "own") {
+        own_sigterm();
+    }
 
     Peer p;
     if (open_peer(p, argv[1], argv[2], argv[3]) != 0) {
         return 1;
+    }
+    if (sigterm_mode == "after") {
+        own_sigterm();
     }
     fprintf(answers, "ready\n");
 
@@ -363,6 +395,8 @@ int main(int argc, char **argv)
         in >> cmd;
         if (cmd == "quit") {
             break;
+        } else if (cmd == "exit") {
+            exit(0);
         } else if (cmd == "info") {
             reply = cmd_info(p);
         } else if (cmd == "buffer") {

@@ -1,6 +1,7 @@
 #include "registry.h"
 
 #include "control_file.h"
+#include "exit_cleanup.h"
 #include "lane_claim.h"
 #include "peer_mapping.h"
 #include "registry_entry.h"
@@ -123,11 +124,27 @@ ucs_status_t Registry::open(const Settings &settings, const std::string &base_di
 
     const std::string name = "ucx-pxn-" + std::to_string(r->uid_) + "-" +
                              settings.group;
-    status = r->open_directory(base_dir, name);
-    if (status != UCS_OK) {
-        return status;
+    /* Each retry follows the removal of the directory by its last user
+     * while this process opened it: a few at most, unless directories are
+     * created and removed in a tight loop. */
+    status = UCS_ERR_NO_ELEM;
+    for (int attempt = 0; (attempt < 100) && (status == UCS_ERR_NO_ELEM);
+         ++attempt) {
+        r->lock_fd_.reset();
+        r->dir_fd_.reset();
+        status = r->open_directory(base_dir, name);
+        if (status == UCS_OK) {
+            status = r->open_lock_file();
+        }
+        if (status == UCS_OK) {
+            status = r->lease_.join(base_dir, name, r->dir_fd_.get(),
+                                    r->lock_fd_.get(), r->uid_);
+        }
     }
-    status = r->open_lock_file();
+    if (status == UCS_ERR_NO_ELEM) {
+        ucs_warn("pxn: the registry %s/%s was removed each time it was opened",
+                 base_dir.c_str(), name.c_str());
+    }
     if (status != UCS_OK) {
         return status;
     }
@@ -159,7 +176,9 @@ ucs_status_t Registry::open_directory(const std::string &base_dir,
     UniqueFd dir(openat(base.get(), name.c_str(),
                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!dir.valid()) {
-        if ((errno == ELOOP) || (errno == ENOTDIR)) {
+        if (errno == ENOENT) {
+            return UCS_ERR_NO_ELEM; /* removed since mkdirat() */
+        } else if ((errno == ELOOP) || (errno == ENOTDIR)) {
             ucs_warn("pxn: refusing the registry %s: it is a symlink or not a "
                      "directory", path_.c_str());
             return UCS_ERR_REJECTED;
@@ -202,6 +221,9 @@ ucs_status_t Registry::open_lock_file()
     UniqueFd fd(openat(dir_fd_.get(), kLockName,
                        O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!fd.valid()) {
+        if (errno == ENOENT) {
+            return UCS_ERR_NO_ELEM; /* the directory was removed */
+        }
         ucs_warn("pxn: cannot open %s/%s: %m", path_.c_str(), kLockName);
         return UCS_ERR_IO_ERROR;
     }
@@ -259,6 +281,8 @@ ucs_status_t Registry::create_entry(const EntryParams &params,
         return UCS_ERR_IO_ERROR;
     }
     e->created_ = true; /* from here on, its destructor unlinks the file */
+    /* and an end of the process that skips the destructor, too */
+    e->exit_slot_ = track_entry(path_, entry_stem(self.pid, self.epoch));
     if (fchmod(fd.get(), 0600) != 0) {
         ucs_error("pxn: chmod 0600 of %s/%s failed: %m", path_.c_str(),
                   init_name.c_str());

@@ -7,7 +7,13 @@
  *   p<pid>-<epoch>.ctl    the same file once published (READY)
  *   p<pid>-<epoch>.arena  its host staging arena (ArenaKind kArenaHostShm)
  *   p<pid>-<epoch>.wake   its wakeup FIFO (wakeup.h)
- *   .lock                 flock; never removed
+ *   .lock                 flock serialising changes (below)
+ *   .users                shared flock of every Registry (registry_lease.h)
+ *
+ * Lifetime of the directory: open() creates it when missing; the last
+ * Registry of the node to go (any process) removes it when nothing but
+ * .lock and .users is left in it (registry_lease.h). A process that ends
+ * without closing pxn does the same at exit (exit_cleanup.h).
  *
  * Security: the directory is created 0700 and files 0600. Registry::open()
  * refuses, with one warning and UCS_ERR_REJECTED, a directory that is a
@@ -45,6 +51,7 @@
 #include "control_file.h"
 #include "identity.h"
 #include "os_resource.h"
+#include "registry_lease.h"
 #include "settings.h"
 
 #include <ucs/type/status.h>
@@ -179,6 +186,8 @@ private:
     };
 
     Registry() = default;
+    /* UCS_ERR_NO_ELEM (not logged): a leave() of another process removed
+     * the directory meanwhile; open it again. */
     ucs_status_t open_directory(const std::string &base_dir,
                                 const std::string &name);
     ucs_status_t open_lock_file();
@@ -198,6 +207,7 @@ private:
     uid_t                 uid_                  = 0;
     UniqueFd              dir_fd_;
     UniqueFd              lock_fd_;
+    RegistryLease         lease_; /* after the fds: it goes before them */
     std::mutex            lock_mutex_;
     std::mutex            warn_mutex_;
     std::set<std::string> warned_;

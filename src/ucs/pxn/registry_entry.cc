@@ -1,5 +1,7 @@
 #include "registry_entry.h"
 
+#include "exit_cleanup.h"
+
 #include <ucs/debug/log_def.h>
 
 #include <cerrno>
@@ -151,6 +153,8 @@ void RegistryEntry::close()
                          registry_->path().c_str(), name.c_str());
             }
         }
+        untrack_entry(exit_slot_);
+        exit_slot_ = -1;
     }
     mapping_.reset();
     view_ = ControlView();

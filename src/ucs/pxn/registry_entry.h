@@ -12,6 +12,9 @@
  *   begin_close()              state CLOSING: no new claims succeed
  *   close() / destructor       unlink arena, wake, then the control file
  *                              (under the lock), munmap
+ * From the creation of the control file until close(), an end of the
+ * process that skips close() (exit, SIGTERM) unlinks the files too
+ * (exit_cleanup.h).
  * Until publish() nobody can discover the entry; the identity and geometry
  * block of the header is immutable after publish() (set_arena() refuses).
  *
@@ -89,6 +92,7 @@ private:
     bool            created_   = false; /* the .init file exists */
     bool            published_ = false; /* renamed to .ctl */
     bool            closed_    = false;
+    int             exit_slot_ = -1;    /* exit_cleanup.h: track_entry() */
 };
 
 } // namespace pxn

@@ -285,7 +285,8 @@ TEST_F(InfoToolTest, JsonOutputIsOneDocumentWithTheSameFacts)
 
 TEST_F(InfoToolTest, EscapesStringsFromFilesInJsonAndInTheTable)
 {
-    ASSERT_NE(nullptr, open_registry());
+    registry_ = open_registry(); /* the directory, kept */
+    ASSERT_NE(nullptr, registry_);
     auto h = header(getpid(), own_start_time(), 0x77);
     strcpy(h.device, "d\"e\\v\x01\x1b[2J\xc3");
     memset(h.rail, 'r', sizeof(h.rail)); /* no NUL at all */
@@ -377,7 +378,8 @@ TEST_F(InfoToolTest, CleanRemovesDeadEntriesAndLeavesLiveOnes)
 
 TEST_F(InfoToolTest, ShowsWhatItDoesNotReadWithTheReason)
 {
-    ASSERT_NE(nullptr, open_registry());
+    registry_ = open_registry(); /* the directory, kept */
+    ASSERT_NE(nullptr, registry_);
     const uint64_t start = own_start_time();
     auto magic  = header(getpid(), start, 1);
     magic.magic = 0x4242;
@@ -421,7 +423,8 @@ TEST_F(InfoToolTest, ExitsWith1WithoutARegistryOrEntriesAnd2OnBadUsage)
     EXPECT_EQ(1, r.exit_code) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("no pxn registry " + dir_)) << r.output;
 
-    ASSERT_NE(nullptr, open_registry()); /* the directory with .lock only */
+    registry_ = open_registry(); /* the directory with .lock only, kept */
+    ASSERT_NE(nullptr, registry_);
     r = info();
     EXPECT_EQ(1, r.exit_code) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("0 entries")) << r.output;

@@ -240,12 +240,15 @@ TEST_F(RegistryTest, OrderlyShutdownLeavesNoFiles)
     }
     EXPECT_EQ(std::set<std::string>({".lock"}), files());
 
-    /* The same through a real process that exits orderly. */
+    /* The same through a real process that exits orderly, */
     auto processes = start_processes(1);
     EXPECT_EQ(4u, files().size());
     EXPECT_EQ("bye", command(processes[0], "exit"));
     EXPECT_EQ(0, processes[0]->wait());
     EXPECT_EQ(std::set<std::string>({".lock"}), files());
+    /* and the directory goes with its last user. */
+    registry.reset();
+    EXPECT_EQ(std::set<std::string>(), files());
 }
 
 TEST_F(RegistryTest, RestartedRelayGetsANewEpochAndName)
@@ -353,7 +356,8 @@ TEST_F(RegistryTest, ReusedPidWithAnotherStartTimeIsStale)
 
 TEST_F(RegistryTest, OpenRemovesEntriesOfDeadProcesses)
 {
-    ASSERT_NE(nullptr, open_registry()); /* creates the directory */
+    auto keeper = open_registry(); /* creates the directory and keeps it */
+    ASSERT_NE(nullptr, keeper);
     const uint32_t dead = dead_pid();
     auto published      = header(dead, 1, 0x10);
     auto initialising   = header(dead, 1, 0x20);
