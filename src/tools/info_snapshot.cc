@@ -319,6 +319,8 @@ void read_registry(RegistrySnapshot *reg)
         o->files.push_back(e.kind);
         o->arena_bytes = (e.kind == kSuffixArena) ? uint64_t(e.st.st_size) :
                                                     o->arena_bytes;
+        o->arena_allocated = (e.kind == kSuffixArena) ?
+                             uint64_t(e.st.st_blocks) * 512 : o->arena_allocated;
         for (const auto &p : e.problems) {
             o->problems.push_back(e.kind + " file: " + p);
         }

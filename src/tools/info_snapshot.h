@@ -67,7 +67,8 @@ struct EntrySnapshot {
     pxn::abi::ProcessCounters counters = {};
     std::vector<LaneSnapshot> lanes;
     std::vector<std::string>  files; /* "arena", "wake" of the same stem */
-    uint64_t                  arena_bytes = 0;
+    uint64_t                  arena_bytes = 0;     /* its apparent size */
+    uint64_t                  arena_allocated = 0; /* blocks it holds */
 
     bool read() const { return header_ok && reason.empty(); }
 };

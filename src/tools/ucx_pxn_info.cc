@@ -5,6 +5,19 @@
  *   ucx_pxn_info [--group G | --all] [--base DIR] [--json]
  *                [--watch SECONDS [--count N]]
  *   ucx_pxn_info --clean [--group G | --all] [--base DIR]
+ *   ucx_pxn_info --prometheus [--group G | --all] [--base DIR] [--rails LIST]
+ *                [--heartbeat-timeout S]
+ *   ucx_pxn_info --check [--group G] [--base DIR] [--rails LIST |
+ *                --rail-map MAP] [--heartbeat-timeout S] [--timeout S]
+ *
+ * --prometheus prints the registry as Prometheus's text format
+ * (info_metrics.h; node_exporter's textfile collector reads it), when
+ * built with prometheus-cpp. --check exits 0 only when every expected rail
+ * has a relay that is up (health_check.h); the rails come from --rails,
+ * else from this node's RDMA ports (sysfs) mapped by --rail-map
+ * ($UCX_PXN_RAIL_MAP); it prints one line per problem and ends within
+ * --timeout seconds (default 5) whatever happens: past it, one line and
+ * exit status 1.
  *
  * --clean does what every pxn process does when it opens a registry, on
  * demand: under the registry's lock it removes the entries of dead
@@ -24,14 +37,19 @@
  * and after fstat showed it has exactly the size that geometry gives; a
  * file truncated while it is read (SIGBUS) is reported, not fatal. Values
  * are snapshots of memory other processes write.
- * Exit: 0 something shown (--clean: cleaned, also when nothing was stale),
- * 1 no registry or nothing in it (--clean: none, or not cleaned), 2 bad
- * usage.
+ * Exit: 0 something shown (--clean: cleaned, also when nothing was stale;
+ * --check: healthy), 1 no registry or nothing in it (--clean: none, or not
+ * cleaned; --check: unhealthy, or out of time), 2 bad usage.
  */
+#include "health_check.h"
 #include "info_report.h"
 #include "info_snapshot.h"
+#ifdef PXN_HAVE_PROMETHEUS
+#include "info_metrics.h"
+#endif
 
 #include <ucs/pxn/control_file.h>
+#include <ucs/pxn/rail_map.h>
 #include <ucs/pxn/registry.h>
 #include <ucs/pxn/settings.h>
 
@@ -41,6 +59,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <getopt.h>
+#include <sys/time.h>
 #include <string>
 #include <unistd.h>
 
@@ -54,8 +73,15 @@ struct Options {
     bool        all   = false;
     bool        json  = false;
     bool        clean = false;
+    bool        prometheus = false;
+    bool        check = false;
     double      watch = 0;
     long        count = 0; /* refreshes with --watch; 0: until interrupted */
+    std::string rails;     /* --rails: comma-separated; "" from sysfs */
+    std::string rail_map;  /* --rail-map, else $UCX_PXN_RAIL_MAP */
+    std::string sysfs = "/sys";
+    double      heartbeat_timeout = pxn::Settings().heartbeat_timeout;
+    double      timeout = 5.0; /* --check's bound, seconds */
 };
 
 volatile sig_atomic_t g_stop = 0;
@@ -74,6 +100,10 @@ int usage(const char *error)
             "usage: ucx_pxn_info [--group G | --all] [--base DIR] [--json]\n"
             "                    [--watch SECONDS [--count N]]\n"
             "       ucx_pxn_info --clean [--group G | --all] [--base DIR]\n"
+            "       ucx_pxn_info --prometheus [--group G | --all] [--base DIR]\n"
+            "                    [--rails LIST] [--heartbeat-timeout S]\n"
+            "       ucx_pxn_info --check [--group G] [--base DIR] [--rails LIST |\n"
+            "                    --rail-map MAP] [--heartbeat-timeout S] [--timeout S]\n"
             "  --group G      registry group (default: $UCX_PXN_GROUP, else "
             "\"default\")\n"
             "  --all          every ucx-pxn-<uid>-* registry of this uid\n"
@@ -84,8 +114,23 @@ int usage(const char *error)
             "  --count N      with --watch: stop after N refreshes\n"
             "  --clean        remove dead processes' entries (and free the lanes\n"
             "                 dead senders held), as a starting pxn process does\n"
-            "exit status: 0 shown (or cleaned), 1 no registry or no entries (or\n"
-            "             not cleaned), 2 bad usage\n");
+            "  --prometheus   Prometheus's text format (node_exporter's textfile\n"
+            "                 collector)%s\n"
+            "  --check        health check: exit 0 only when every expected rail has\n"
+            "                 a READY relay, alive, with a fresh heartbeat\n"
+            "  --rails LIST   expected rails, comma-separated (default: this node's\n"
+            "                 RDMA ports, mapped by --rail-map)\n"
+            "  --rail-map MAP device-to-rail map, as UCX_PXN_RAIL_MAP (default: its value)\n"
+            "  --heartbeat-timeout S  heartbeat age (seconds) past which a relay is\n"
+            "                 not up (default 3, UCX_PXN_HEARTBEAT_TIMEOUT's default)\n"
+            "  --timeout S    --check ends within S seconds (default 5)\n"
+            "exit status: 0 shown (or cleaned, or healthy), 1 no registry or no\n"
+            "             entries (or not cleaned, or unhealthy), 2 bad usage\n",
+#ifdef PXN_HAVE_PROMETHEUS
+            "");
+#else
+            " [not in this build: configure found no prometheus-cpp]");
+#endif
     return (error != nullptr) ? 2 : 0;
 }
 
@@ -144,6 +189,89 @@ int clean(const Options &o)
     return rc;
 }
 
+volatile sig_atomic_t g_check_timeout_ms = 0;
+
+void on_check_timeout(int)
+{
+    char line[160];
+    const int n = snprintf(line, sizeof(line), "UNHEALTHY: the check did not "
+                           "finish within %d ms (--timeout)\n",
+                           int(g_check_timeout_ms));
+    (void)!write(STDOUT_FILENO, line, size_t(std::max(n, 0)));
+    _exit(1);
+}
+
+/* --check: exit 0 only when every expected rail has a relay that is up. */
+int check(const Options &o)
+{
+    /* The bound holds whatever the file system does: a timer ends the
+     * process. */
+    g_check_timeout_ms = int(o.timeout * 1000);
+    struct sigaction sa = {};
+    sa.sa_handler = on_check_timeout;
+    sigaction(SIGALRM, &sa, nullptr);
+    struct itimerval bound = {};
+    bound.it_value.tv_sec  = time_t(o.timeout);
+    bound.it_value.tv_usec = suseconds_t((o.timeout - double(time_t(o.timeout))) *
+                                         1e6);
+    setitimer(ITIMER_REAL, &bound, nullptr);
+
+    std::vector<std::string> rails, nic_problems;
+    if (!o.rails.empty()) {
+        for (size_t at = 0; at <= o.rails.size();) {
+            const size_t comma = std::min(o.rails.find(',', at), o.rails.size());
+            if (comma > at) {
+                rails.push_back(o.rails.substr(at, comma - at));
+            }
+            at = comma + 1;
+        }
+    } else {
+        pxn::RailMap map;
+        std::string  error;
+        if ((pxn::RailMap::parse(o.rail_map, &map, &error) != UCS_OK) ||
+            !rails_from_sysfs(o.sysfs, map, &rails, &nic_problems, &error)) {
+            printf("UNHEALTHY: %s\n", error.c_str());
+            return 1;
+        }
+    }
+    std::string message;
+    const auto  regs = snapshot_registries(o.base, false, o.group, &message);
+    const CheckReport report = check_rails(regs.at(0), rails, nic_problems,
+                                           pxn::monotonic_ns(),
+                                           o.heartbeat_timeout);
+    for (const std::string &line : report.lines) {
+        printf("%s\n", line.c_str());
+    }
+    return report.healthy ? 0 : 1;
+}
+
+int print_prometheus(const Options &o)
+{
+#ifdef PXN_HAVE_PROMETHEUS
+    std::string    message;
+    const auto     regs = snapshot_registries(o.base, o.all, o.group, &message);
+    MetricsOptions mo;
+    mo.heartbeat_timeout_s = o.heartbeat_timeout;
+    for (size_t at = 0; at < o.rails.size();) {
+        const size_t comma = std::min(o.rails.find(',', at), o.rails.size());
+        if (comma > at) {
+            mo.expected_rails.push_back(o.rails.substr(at, comma - at));
+        }
+        at = comma + 1;
+    }
+    auto families = registry_metrics(regs, pxn::monotonic_ns(), mo);
+    families.insert(families.begin(), build_info_metric());
+    fputs(prometheus_text(families).c_str(), stdout);
+    return 0;
+#else
+    (void)o;
+    fprintf(stderr, "ucx_pxn_info: --prometheus is not in this build: configure "
+            "found no prometheus-cpp (apt-get install prometheus-cpp-dev, then "
+            "configure again)\n");
+    return 2;
+#endif
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -156,6 +284,13 @@ int main(int argc, char **argv)
             {"watch", required_argument, nullptr, 'w'},
             {"count", required_argument, nullptr, 'n'},
             {"clean", no_argument, nullptr, 'c'},
+            {"prometheus", no_argument, nullptr, 'P'},
+            {"check", no_argument, nullptr, 'C'},
+            {"rails", required_argument, nullptr, 'r'},
+            {"rail-map", required_argument, nullptr, 'm'},
+            {"sysfs", required_argument, nullptr, 's'},
+            {"heartbeat-timeout", required_argument, nullptr, 'H'},
+            {"timeout", required_argument, nullptr, 't'},
             {"help", no_argument, nullptr, 'h'},
             {nullptr, 0, nullptr, 0}};
     Options o;
@@ -165,9 +300,12 @@ int main(int argc, char **argv)
     if ((env_base != nullptr) && (*env_base != '\0')) {
         o.base = env_base;
     }
-    bool group_given = false;
+    const char *env_map = getenv("UCX_PXN_RAIL_MAP");
+    o.rail_map = (env_map != nullptr) ? env_map : "";
+    bool group_given = false, map_given = false;
     opterr = 0;
-    for (int opt; (opt = getopt_long(argc, argv, "b:g:ajw:n:ch", long_options,
+    for (int opt; (opt = getopt_long(argc, argv, "b:g:ajw:n:chPCr:m:s:H:t:",
+                                     long_options,
                                      nullptr)) != -1;) {
         char *end = nullptr;
         switch (opt) {
@@ -176,6 +314,22 @@ int main(int argc, char **argv)
         case 'a': o.all = true; break;
         case 'j': o.json = true; break;
         case 'c': o.clean = true; break;
+        case 'P': o.prometheus = true; break;
+        case 'C': o.check = true; break;
+        case 'r': o.rails = optarg; break;
+        case 'm': o.rail_map = optarg; map_given = true; break;
+        case 's': o.sysfs = optarg; break;
+        case 'H':
+        case 't': {
+            double &value = (opt == 'H') ? o.heartbeat_timeout : o.timeout;
+            value = strtod(optarg, &end);
+            if ((*optarg == '\0') || (*end != '\0') || !(value > 0) ||
+                (value > 3600)) {
+                return usage("--heartbeat-timeout and --timeout need seconds in "
+                             "(0, 3600]");
+            }
+            break;
+        }
         case 'w':
             o.watch = strtod(optarg, &end);
             if ((*optarg == '\0') || (*end != '\0') || !(o.watch > 0) ||
@@ -205,9 +359,25 @@ int main(int argc, char **argv)
         return usage("--count needs --watch");
     } else if (o.clean && (o.json || (o.watch > 0))) {
         return usage("--clean goes with neither --json nor --watch");
+    } else if (int(o.clean) + int(o.prometheus) + int(o.check) > 1) {
+        return usage("--clean, --prometheus and --check exclude each other");
+    } else if ((o.prometheus || o.check) && (o.json || (o.watch > 0))) {
+        return usage("--prometheus and --check go with neither --json nor --watch");
+    } else if (o.check && o.all) {
+        return usage("--check judges one group: --group G");
+    } else if (!o.check && (map_given || (o.sysfs != "/sys"))) {
+        return usage("--rail-map goes with --check");
+    } else if (o.check && !o.rails.empty() && map_given) {
+        return usage("--rails and --rail-map exclude each other");
+    } else if (!o.check && !o.prometheus && !o.rails.empty()) {
+        return usage("--rails goes with --check or --prometheus");
     }
     if (o.clean) {
         return clean(o);
+    } else if (o.check) {
+        return check(o);
+    } else if (o.prometheus) {
+        return print_prometheus(o);
     }
 
     struct sigaction sa = {};
