@@ -1,0 +1,263 @@
+/*
+ * What an operator sees of pxn on the emulated cluster (2 nodes x 2 rails,
+ * prefix "pxno", inner tcp): ucx_pxn_exporter scraped over HTTP while
+ * traffic runs, read with prometheus_client's parser (prom_client.h);
+ * `ucx_pxn_info --check` as a readiness probe runs it; a relay killed
+ * under traffic; and what a load of scrapes costs the relays (measured and
+ * printed, never asserted).
+ */
+#include "pxn_transfer.h"
+
+#include "../common/prom_client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace {
+
+using pxn_test::Samples;
+using pxn_test::sample_key;
+using pxn_test::scaled_ms;
+using pxn_tools::BackgroundProcess;
+using pxn_tools::PeerProcess;
+
+class PxnOperator : public pxn_test::PxnTransfer {
+protected:
+    static void SetUpTestSuite() { up("pxno", 2, false); }
+    static void TearDownTestSuite() { down("pxno"); }
+
+    void SetUp() override
+    {
+        PxnTransfer::SetUp();
+        if (!IsSkipped() && !pxn_test::prometheus_built()) {
+            GTEST_SKIP() << "built without prometheus-cpp (configure's summary "
+                            "says why)";
+        }
+    }
+
+    /* The exporter of node 0's group; rails 0 and 1 expected. */
+    void start_exporter()
+    {
+        std::string error;
+        ASSERT_TRUE(exporter_.start({"--group", group(0), "--rails", "rail0,rail1",
+                                     "--heartbeat-timeout",
+                                     std::to_string(pxn_test::kHeartbeatTimeout)},
+                                    logs_.path() + "/exporter.log", &error))
+                << error;
+    }
+
+    std::string relay_key(const std::string &name, PeerProcess *relay,
+                          const std::string &rail) const
+    {
+        return sample_key(name, {{"group", group(0)}, {"node", "node0"},
+                                 {"rail", rail},
+                                 {"pid", std::to_string(relay->pid())}});
+    }
+
+    std::string process_key(const std::string &name, PeerProcess *p) const
+    {
+        return sample_key(name, {{"group", group(0)}, {"node", "node0"},
+                                 {"pid", std::to_string(p->pid())}});
+    }
+
+    std::string rail_key(const std::string &rail) const
+    {
+        return sample_key("ucx_pxn_rail_up", {{"group", group(0)}, {"rail", rail}});
+    }
+
+    Samples scrape()
+    {
+        Samples     s;
+        std::string error;
+        EXPECT_TRUE(pxn_test::scrape(exporter_.url(), &s, &error)) << error;
+        return s;
+    }
+
+    pxn_test::ChildResult check()
+    {
+        return pxn_test::run_program(
+                {pxn_test::build_dir() + "/src/tools/ucx_pxn_info", "--check",
+                 "--group", group(0), "--rails", "rail0,rail1",
+                 "--heartbeat-timeout", std::to_string(pxn_test::kHeartbeatTimeout),
+                 "--timeout", std::to_string(kCheckBound)},
+                {"UCX_PXN_GROUP=", "UCX_PXN_REGISTRY_DIR="});
+    }
+
+    /* The samples of node 0's group, for the log. */
+    std::string group_lines(const Samples &s) const
+    {
+        std::string out;
+        for (const auto &kv : s) {
+            if (kv.first.find("group=\"" + group(0) + "\"") != std::string::npos) {
+                char value[64];
+                snprintf(value, sizeof(value), " %g\n", kv.second);
+                out += kv.first + value;
+            }
+        }
+        return out;
+    }
+
+    /* MB/s of one put of `bytes` from "done <status> <ns> <ops>". */
+    double put_rate(PeerProcess *sender, const pxn_test::Target &t, size_t bytes)
+    {
+        const std::string done = sender->call(
+                "put zcopy " + t.addr + " " + t.rkey + " " + std::to_string(bytes) +
+                " 1048576 0", scaled_ms(60000));
+        std::string status;
+        uint64_t    ops = 0;
+        EXPECT_TRUE(pxn_tools::parse_done(done, &status, &ops)) << done;
+        EXPECT_EQ("Success", status) << done;
+        const auto fields = pxn_tools::split(done);
+        const double ns = (fields.size() >= 3) ? atof(fields[2].c_str()) : 0;
+        return (ns > 0) ? double(bytes) / ns * 1e3 : 0;
+    }
+
+    static double median(std::vector<double> v)
+    {
+        std::sort(v.begin(), v.end());
+        return v.empty() ? 0 : v[v.size() / 2];
+    }
+
+    static constexpr int kCheckBound = 5; /* seconds: --check --timeout */
+    pxn_test::TempDir  logs_;
+    pxn_test::Exporter exporter_;
+};
+
+TEST_F(PxnOperator, ScrapedCountersMoveByTheBytesMovedWhileTrafficRuns)
+{
+    const size_t size = 128 << 20;
+    auto [relay, target, sender, t] = cross_rail(size, 41);
+    ASSERT_TRUE(relay && target && sender);
+    start_exporter();
+    const std::string bytes = relay_key("ucx_pxn_relay_bytes_total", relay, "rail1");
+    Samples before = scrape();
+    ASSERT_EQ(1u, before.count(bytes)) << group_lines(before);
+    EXPECT_EQ(1, before.at(rail_key("rail0")));
+    EXPECT_EQ(1, before.at(rail_key("rail1")));
+
+    /* A scrape every 5 ms from before the put until the counter is still. */
+    BackgroundProcess watcher;
+    std::string       error;
+    ASSERT_TRUE(watcher.start("", {}, pxn_test::prom_script(
+                                      {"watch", exporter_.url(), bytes, "60", "0.005"}),
+                              logs_.path() + "/watch.log", &error))
+            << error;
+    ASSERT_TRUE(watcher.wait_for_output("\n", scaled_ms(10000))) << watcher.output();
+    EXPECT_EQ("Success", put(sender, t, size, 65536));
+    ASSERT_EQ(0, watcher.wait(scaled_ms(60000))) << watcher.output();
+
+    std::vector<double> seen;
+    std::istringstream  lines(watcher.output());
+    for (std::string line; std::getline(lines, line);) {
+        const auto f = pxn_tools::split(line);
+        ASSERT_EQ(2u, f.size()) << line;
+        seen.push_back(atof(f[1].c_str()));
+    }
+    ASSERT_GE(seen.size(), 2u);
+    EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end())) << watcher.output();
+    EXPECT_EQ(before.at(bytes) + double(size), seen.back()) << watcher.output();
+    const size_t between = size_t(std::count_if(seen.begin(), seen.end(),
+            [&](double v) { return (v > before.at(bytes)) && (v < seen.back()); }));
+    std::cout << "[ scrapes  ] " << seen.size() << " scrapes while " << size
+              << " bytes moved, " << between
+              << " of them with the transfer under way" << std::endl;
+
+    const Samples after = scrape();
+    EXPECT_EQ(double(size), after.at(process_key("ucx_pxn_sender_bytes_total", sender)) -
+                            before.at(process_key("ucx_pxn_sender_bytes_total", sender)));
+    EXPECT_EQ(after.at(relay_key("ucx_pxn_relay_pieces_total", relay, "rail1")),
+              after.at(process_key("ucx_pxn_sender_pieces_total", sender)));
+    EXPECT_EQ(0, after.at(relay_key("ucx_pxn_relay_failed_pieces_total", relay,
+                                    "rail1")));
+    const auto r = check();
+    EXPECT_EQ(0, r.exit_code) << r.output;
+}
+
+TEST_F(PxnOperator, KilledRelayFailsTheCheckWithinItsBoundAndTheExporterShowsIt)
+{
+    const size_t size = 256 << 20;
+    auto [relay, target, sender, t] = cross_rail(size, 43);
+    ASSERT_TRUE(relay && target && sender);
+    start_exporter();
+    auto r = check();
+    ASSERT_EQ(0, r.exit_code) << r.output;
+
+    ASSERT_TRUE(sender->send("put zcopy " + t.addr + " " + t.rkey + " " +
+                             std::to_string(size) + " 65536 0"));
+    ASSERT_TRUE(wait_counters(0, relay, [&](const auto &c) {
+        return c.relay.bytes >= size / 4;
+    })) << "the put did not get under way";
+    const Samples under_way = scrape();
+    const pid_t   killed    = relay->pid();
+    kill_relay(0, relay);
+    const std::string done = sender->receive(scaled_ms(20000));
+    ASSERT_FALSE(done.empty()) << "sender hung";
+    std::cout << "[ put      ] " << done << " (relay " << killed
+              << " killed after a quarter)" << std::endl;
+
+    const auto start = std::chrono::steady_clock::now();
+    r = check();
+    const double took = std::chrono::duration<double>(
+            std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(1, r.exit_code) << r.output;
+    EXPECT_LT(took, pxn_test::scaled_s(kCheckBound)) << "its own bound";
+    EXPECT_EQ(0u, r.output.find("FAIL rail1: no relay is up: "))
+            << r.output;
+    EXPECT_EQ(std::string::npos, r.output.find("FAIL rail0")) << r.output;
+    std::cout << "[ check    ] exit " << r.exit_code << " after " << took
+              << " s:\n" << r.output;
+
+    const Samples after = scrape(); /* it still serves */
+    EXPECT_EQ(-1000, exporter_.process().wait(0));
+    EXPECT_EQ(0, after.at(rail_key("rail1")));
+    EXPECT_EQ(1, after.at(rail_key("rail0")));
+    const std::string up = sample_key("ucx_pxn_relay_up",
+                                      {{"group", group(0)}, {"node", "node0"},
+                                       {"rail", "rail1"},
+                                       {"pid", std::to_string(killed)}});
+    /* Its entry stays (stale) until a pxn process of the group cleans up. */
+    EXPECT_TRUE((after.count(up) == 0) || (after.at(up) == 0)) << group_lines(after);
+    EXPECT_GE(after.at(process_key("ucx_pxn_sender_failed_operations_total", sender)),
+              1);
+    std::cout << "[ scrape   ] under way:\n" << group_lines(under_way)
+              << "[ scrape   ] after the kill:\n" << group_lines(after);
+}
+
+TEST_F(PxnOperator, ScrapeLoadCostsTheRelaysNoThroughputBeyondNoise)
+{
+    const size_t size = 64 << 20;
+    auto [relay, target, sender, t] = cross_rail(size, 47);
+    ASSERT_TRUE(relay && target && sender);
+    start_exporter();
+    std::vector<double> quiet, loaded;
+    for (int i = 0; i < 5; ++i) {
+        quiet.push_back(put_rate(sender, t, size));
+    }
+    BackgroundProcess load;
+    std::string       error;
+    ASSERT_TRUE(load.start("", {}, pxn_test::prom_script(
+                                   {"load", exporter_.url(), "150", "10"}),
+                           logs_.path() + "/load.log", &error))
+            << error;
+    while (load.wait(0) == -1000) {
+        loaded.push_back(put_rate(sender, t, size));
+    }
+    EXPECT_EQ(0, load.wait(0)) << load.output(); /* every scrape answered, parsed */
+    for (int i = 0; i < 5; ++i) {
+        quiet.push_back(put_rate(sender, t, size));
+    }
+    const Samples s = scrape();
+    std::cout << "[ load     ] " << load.output()
+              << "[ relay    ] MB/s through the relay, median: quiet "
+              << median(quiet) << " (" << quiet.size() << " puts of " << size
+              << " B, before and after), under the scrapes " << median(loaded)
+              << " (" << loaded.size() << " puts); exporter answered "
+              << s.at("exposer_scrapes_total{}") << " scrapes" << std::endl;
+    EXPECT_FALSE(loaded.empty());
+}
+
+} // namespace
