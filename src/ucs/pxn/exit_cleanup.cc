@@ -1,5 +1,6 @@
 #include "exit_cleanup.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -23,42 +24,69 @@ struct EntrySlot {
 };
 
 struct LeaveSlot {
-    bool    used = false;
-    pid_t   pid  = 0;
-    LeaveFn fn   = nullptr;
-    void   *arg  = nullptr;
+    std::atomic<uint32_t> gen{0};
+    std::atomic<bool>     used{false};
+    pid_t                 pid = 0;
+    LeaseRecord           record;
 };
 
 EntrySlot      g_entries[kMaxTrackedEntries];
 LeaveSlot      g_leaves[kMaxTrackedEntries];
-std::mutex     g_mutex; /* track/untrack, and the leave functions at exit */
+std::mutex     g_mutex; /* writers of slots */
 std::once_flag g_installed;
+
+/* The seqlock's write side, under g_mutex. */
+template<typename Slot, typename Fill> void write_slot(Slot &slot, bool used,
+                                                       const Fill &fill)
+{
+    slot.gen.fetch_add(1, std::memory_order_acq_rel); /* odd: writing */
+    std::atomic_thread_fence(std::memory_order_release);
+    fill();
+    slot.used.store(used, std::memory_order_release);
+    slot.gen.fetch_add(1, std::memory_order_release);
+}
+
+/* A consistent copy of a used slot of this process; false otherwise. */
+template<typename Slot, typename Copy> bool read_slot(const Slot &slot, pid_t self,
+                                                     const Copy &copy)
+{
+    const uint32_t before = slot.gen.load(std::memory_order_acquire);
+    if (((before & 1) != 0) || !slot.used.load(std::memory_order_acquire) ||
+        (slot.pid != self)) {
+        return false;
+    }
+    copy();
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return slot.gen.load(std::memory_order_relaxed) == before;
+}
 
 constexpr const char *kSuffixes[] = {".arena", ".wake", ".ctl", ".init"};
 
-/* Async-signal-safe: atomics, memcpy, getpid, unlink. */
-void unlink_tracked()
+/* Async-signal-safe: atomics, memcpy, getpid, unlink, and
+ * leave_registry()'s system calls. Files first: a directory is left only
+ * once nothing of this process is in it. */
+void leave_tracked()
 {
     const pid_t self = getpid();
     char        name[kMaxTrackedPath + 8];
     for (EntrySlot &slot : g_entries) {
-        const uint32_t before = slot.gen.load(std::memory_order_acquire);
-        if (((before & 1) != 0) || !slot.used.load(std::memory_order_acquire) ||
-            (slot.pid != self)) {
-            continue;
-        }
-        const size_t length = slot.length;
-        if (length >= kMaxTrackedPath) {
-            continue;
-        }
-        memcpy(name, slot.path, length);
-        std::atomic_thread_fence(std::memory_order_acquire);
-        if (slot.gen.load(std::memory_order_relaxed) != before) {
-            continue; /* rewritten meanwhile: the files are not ours anymore */
+        size_t length = 0;
+        if (!read_slot(slot, self, [&] {
+                length = std::min(slot.length, kMaxTrackedPath - 1);
+                memcpy(name, slot.path, length);
+            })) {
+            continue; /* unused, another process's, or rewritten meanwhile */
         }
         for (const char *suffix : kSuffixes) {
             memcpy(name + length, suffix, strlen(suffix) + 1);
             unlink(name);
+        }
+    }
+    for (LeaveSlot &slot : g_leaves) {
+        LeaseRecord record;
+        if (read_slot(slot, self, [&] { memcpy(&record, &slot.record,
+                                               sizeof(record)); })) {
+            leave_registry(record);
         }
     }
 }
@@ -66,7 +94,7 @@ void unlink_tracked()
 void on_sigterm(int sig)
 {
     const int saved_errno = errno;
-    unlink_tracked();
+    leave_tracked();
     /* The default action once this handler returns (SIGTERM is blocked
      * until then): the process ends by SIGTERM, as it would without pxn. */
     struct sigaction dfl = {};
@@ -79,20 +107,7 @@ void on_sigterm(int sig)
 
 void at_exit()
 {
-    unlink_tracked();
-    /* Not waiting: a child forked while another thread held the mutex
-     * would wait forever (and has no directories to leave). */
-    const pid_t                  self = getpid();
-    std::unique_lock<std::mutex> guard(g_mutex, std::try_to_lock);
-    if (!guard.owns_lock()) {
-        return;
-    }
-    for (LeaveSlot &slot : g_leaves) {
-        if (slot.used && (slot.pid == self)) {
-            slot.used = false;
-            slot.fn(slot.arg);
-        }
-    }
+    leave_tracked();
 }
 
 void install()
@@ -122,40 +137,37 @@ int track_entry(const std::string &dir, const std::string &stem)
     std::lock_guard<std::mutex> guard(g_mutex);
     for (int i = 0; i < kMaxTrackedEntries; ++i) {
         EntrySlot &slot = g_entries[i];
-        if (slot.used.load(std::memory_order_relaxed)) {
-            continue;
+        if (!slot.used.load(std::memory_order_relaxed)) {
+            write_slot(slot, true, [&] {
+                slot.pid    = getpid();
+                slot.length = path.size();
+                memcpy(slot.path, path.c_str(), path.size() + 1);
+            });
+            return i;
         }
-        slot.gen.fetch_add(1, std::memory_order_acq_rel); /* odd: writing */
-        std::atomic_thread_fence(std::memory_order_release);
-        slot.pid    = getpid();
-        slot.length = path.size();
-        memcpy(slot.path, path.c_str(), path.size() + 1);
-        slot.used.store(true, std::memory_order_release);
-        slot.gen.fetch_add(1, std::memory_order_release);
-        return i;
     }
     return -1;
 }
 
 void untrack_entry(int slot)
 {
-    if ((slot < 0) || (slot >= kMaxTrackedEntries)) {
-        return;
+    if ((slot >= 0) && (slot < kMaxTrackedEntries)) {
+        std::lock_guard<std::mutex> guard(g_mutex);
+        write_slot(g_entries[slot], false, [] {});
     }
-    std::lock_guard<std::mutex> guard(g_mutex);
-    EntrySlot &s = g_entries[slot];
-    s.gen.fetch_add(1, std::memory_order_acq_rel);
-    s.used.store(false, std::memory_order_release);
-    s.gen.fetch_add(1, std::memory_order_release);
 }
 
-int track_leave(LeaveFn fn, void *arg)
+int track_leave(const LeaseRecord &record)
 {
     std::call_once(g_installed, install);
     std::lock_guard<std::mutex> guard(g_mutex);
     for (int i = 0; i < kMaxTrackedEntries; ++i) {
-        if (!g_leaves[i].used) {
-            g_leaves[i] = {true, getpid(), fn, arg};
+        LeaveSlot &slot = g_leaves[i];
+        if (!slot.used.load(std::memory_order_relaxed)) {
+            write_slot(slot, true, [&] {
+                slot.pid    = getpid();
+                slot.record = record;
+            });
             return i;
         }
     }
@@ -164,11 +176,10 @@ int track_leave(LeaveFn fn, void *arg)
 
 void untrack_leave(int slot)
 {
-    if ((slot < 0) || (slot >= kMaxTrackedEntries)) {
-        return;
+    if ((slot >= 0) && (slot < kMaxTrackedEntries)) {
+        std::lock_guard<std::mutex> guard(g_mutex);
+        write_slot(g_leaves[slot], false, [] {});
     }
-    std::lock_guard<std::mutex> guard(g_mutex);
-    g_leaves[slot].used = false;
 }
 
 bool exit_cleanup_owns_sigterm()

@@ -13,30 +13,30 @@
  *   kMaxTrackedPath): that entry is then left to the next cleanup of its
  *   registry, as a killed process's is. RegistryEntry tracks its stem from
  *   the creation of its control file until close() has removed the files.
- * - track_leave(fn, arg): fn(arg) runs at a normal exit, after the entries'
- *   files are gone (Registry: leave its directory, removing it when it was
- *   the last user, RegistryLease::leave). untrack_leave(slot) waits for a
- *   call in progress, so that `arg` may be destroyed once it returned.
+ * - track_leave(record): the registry directory of a Registry (a copy of
+ *   what leaving it needs, registry_lease.h); an end of this process leaves
+ *   it after the entries' files are gone: leave_registry() removes it when
+ *   this process was its last user. untrack_leave(slot) when the Registry
+ *   leaves by itself.
  * - Normal exit (exit(), return from main): an atexit handler, installed
- *   at the first track_entry(), unlinks the tracked files and runs the
- *   leave functions.
- * - SIGTERM: at the first track_entry(), if SIGTERM's disposition is the
- *   default (SIG_DFL) a handler is installed that unlinks the tracked files
- *   (unlink(2) only: async-signal-safe) and then lets the default action
- *   end the process (it dies by SIGTERM, as it would without pxn). A
- *   disposition the application chose (a handler, SIG_IGN), before pxn or
- *   after, is never replaced or wrapped: then its own exit path (exit(),
- *   ucp_cleanup) is what removes the files. Leaving a directory takes
- *   locks, so the signal path does not: an empty registry directory (its
- *   .lock and .users) stays until the next pxn process of the group or
- *   `ucx_pxn_info --clean` leaves it.
+ *   at the first track, unlinks the tracked files and leaves the tracked
+ *   directories.
+ * - SIGTERM: at the first track, if SIGTERM's disposition is the default
+ *   (SIG_DFL), a handler is installed that does the same with system calls
+ *   only (async-signal-safe: unlink, flock, open, getdents64, unlinkat) and
+ *   then lets the default action end the process (it dies by SIGTERM, as
+ *   it would without pxn). A disposition the application chose (a
+ *   handler, SIG_IGN), before pxn or after, is never replaced or wrapped:
+ *   then its own exit path (exit(), ucp_cleanup) is what removes them.
  * - fork(): only the process that tracked a slot acts on it; a child's
  *   exit or SIGTERM removes none of its parent's files.
- * - Thread-safe; slots are claimed and released with atomics, and the
- *   handlers read them without locks.
+ * - Thread-safe; slots are claimed and released with atomics (seqlocks),
+ *   and the handlers read them without locks.
  */
 #ifndef PXN_EXIT_CLEANUP_H_
 #define PXN_EXIT_CLEANUP_H_
+
+#include "registry_lease.h"
 
 #include <cstddef>
 #include <string>
@@ -49,8 +49,7 @@ constexpr size_t kMaxTrackedPath    = 1024;
 int  track_entry(const std::string &dir, const std::string &stem);
 void untrack_entry(int slot);
 
-using LeaveFn = void (*)(void *arg);
-int  track_leave(LeaveFn fn, void *arg);
+int  track_leave(const LeaseRecord &record);
 void untrack_leave(int slot);
 
 /* Whether the SIGTERM handler is installed (tests). */

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /*
@@ -51,32 +52,82 @@ bool same_file(int dir_fd, const char *name, int fd)
            (by_name.st_dev == by_fd.st_dev);
 }
 
-/* Nothing in the directory but .lock and .users (false on error). */
+/* strcmp() == 0, spelled out: async-signal-safe without doubt. */
+bool same_name(const char *a, const char *b)
+{
+    while ((*a != '\0') && (*a == *b)) {
+        ++a;
+        ++b;
+    }
+    return *a == *b;
+}
+
+/* Nothing in the directory but .lock and .users (false on error). With
+ * getdents64 on a fresh descriptor: readdir() allocates. */
 bool holds_only_lock_files(int dir_fd)
 {
-    const int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
-    DIR      *dir = (fd < 0) ? nullptr : fdopendir(fd);
-    if (dir == nullptr) {
-        if (fd >= 0) {
-            close(fd);
-        }
+    const int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
         return false;
     }
-    rewinddir(dir);
-    bool only = true;
-    while (const struct dirent *de = readdir(dir)) {
-        const char *n = de->d_name;
-        if (strcmp(n, ".") && strcmp(n, "..") && strcmp(n, kLockName) &&
-            strcmp(n, kUsersName)) {
+    alignas(8) char buf[2048];
+    bool            only = true;
+    for (long n; only && ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) != 0);) {
+        if (n < 0) {
             only = false;
             break;
         }
+        for (long at = 0; at < n;) {
+            /* struct linux_dirent64: ino, off, reclen, type, name */
+            const auto *reclen = reinterpret_cast<const unsigned short*>(buf + at + 16);
+            const char *name   = buf + at + 19;
+            if (!same_name(name, ".") && !same_name(name, "..") &&
+                !same_name(name, kLockName) && !same_name(name, kUsersName)) {
+                only = false;
+                break;
+            }
+            at += *reclen;
+        }
     }
-    closedir(dir);
+    close(fd);
     return only;
 }
 
+void copy_name(char *to, size_t size, const std::string &from)
+{
+    const size_t n = std::min(from.size(), size - 1);
+    memcpy(to, from.data(), n);
+    to[n] = '\0';
+}
+
 } // namespace
+
+bool leave_registry(const LeaseRecord &r)
+{
+    flock(r.users_fd, LOCK_UN);
+    if (flock(r.users_fd, LOCK_EX | LOCK_NB) != 0) {
+        return false; /* another user */
+    }
+    /* A new open file description: its lock conflicts with every other
+     * holder, this process's own Registry::Lock included. */
+    const int lock = openat(r.dir_fd, kLockName, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (lock < 0) {
+        return false;
+    }
+    bool removed = false;
+    if ((flock(lock, LOCK_EX | LOCK_NB) == 0) && holds_only_lock_files(r.dir_fd)) {
+        unlinkat(r.dir_fd, kLockName, 0);
+        unlinkat(r.dir_fd, kUsersName, 0);
+        const int base = open(r.base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (base >= 0) {
+            removed = same_file(base, r.name, r.dir_fd) &&
+                      (unlinkat(base, r.name, AT_REMOVEDIR) == 0);
+            close(base);
+        }
+    }
+    close(lock); /* and its lock */
+    return removed;
+}
 
 RegistryLease::~RegistryLease()
 {
@@ -87,6 +138,12 @@ ucs_status_t RegistryLease::join(const std::string &base, const std::string &nam
                                  int dir_fd, int lock_fd, uid_t uid)
 {
     const std::string path = base + "/" + name + "/" + kUsersName;
+    if ((base.size() >= sizeof(record_.base)) ||
+        (name.size() >= sizeof(record_.name))) {
+        ucs_warn("pxn: the registry path %s/%s is too long", base.c_str(),
+                 name.c_str());
+        return UCS_ERR_INVALID_PARAM;
+    }
     UniqueFd users(openat(dir_fd, kUsersName,
                           O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!users.valid()) {
@@ -128,13 +185,14 @@ ucs_status_t RegistryLease::join(const std::string &base, const std::string &nam
         !same_file(dir_fd, kLockName, lock_fd)) {
         return UCS_ERR_NO_ELEM;
     }
-    base_     = base;
-    name_     = name;
-    dir_fd_   = dir_fd;
-    lock_fd_  = lock_fd;
-    users_fd_ = std::move(users);
-    joined_   = true;
-    exit_slot_ = track_leave(leave_at_exit, this);
+    record_.dir_fd   = dir_fd;
+    record_.lock_fd  = lock_fd;
+    record_.users_fd = users.get();
+    copy_name(record_.base, sizeof(record_.base), base);
+    copy_name(record_.name, sizeof(record_.name), name);
+    users_fd_  = std::move(users);
+    joined_    = true;
+    exit_slot_ = track_leave(record_);
     return UCS_OK;
 }
 
@@ -144,49 +202,15 @@ bool RegistryLease::leave()
         return false;
     }
     joined_ = false;
-    if (exit_slot_ >= 0) {
-        untrack_leave(exit_slot_);
-        exit_slot_ = -1;
-    }
-    const bool removed = remove_if_unused();
+    untrack_leave(exit_slot_);
+    exit_slot_ = -1;
+    const bool removed = leave_registry(record_);
     users_fd_.reset(); /* releases whatever lock it still holds */
+    if (removed) {
+        ucs_debug("pxn: removed the registry %s/%s: no other user, no entry",
+                  record_.base, record_.name);
+    }
     return removed;
-}
-
-void RegistryLease::leave_at_exit(void *lease)
-{
-    auto *self       = static_cast<RegistryLease*>(lease);
-    self->exit_slot_ = -1; /* exit_cleanup freed the slot itself */
-    self->leave();
-}
-
-bool RegistryLease::remove_if_unused()
-{
-    flock(users_fd_.get(), LOCK_UN);
-    if (flock(users_fd_.get(), LOCK_EX | LOCK_NB) != 0) {
-        return false; /* another user */
-    }
-    /* A new open file description: its lock conflicts with every other
-     * holder, this process's own Registry::Lock included. */
-    UniqueFd lock(openat(dir_fd_, kLockName, O_RDWR | O_NOFOLLOW | O_CLOEXEC));
-    if (!lock.valid() || (flock(lock.get(), LOCK_EX | LOCK_NB) != 0) ||
-        !holds_only_lock_files(dir_fd_)) {
-        return false;
-    }
-    unlinkat(dir_fd_, kLockName, 0);
-    unlinkat(dir_fd_, kUsersName, 0);
-    UniqueFd base(open(base_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!base.valid() || !same_file(base.get(), name_.c_str(), dir_fd_)) {
-        return false;
-    }
-    if (unlinkat(base.get(), name_.c_str(), AT_REMOVEDIR) != 0) {
-        ucs_debug("pxn: registry %s/%s not removed: %m", base_.c_str(),
-                  name_.c_str());
-        return false;
-    }
-    ucs_debug("pxn: removed the registry %s/%s: no other user, no entry",
-              base_.c_str(), name_.c_str());
-    return true;
 }
 
 } // namespace pxn

@@ -18,11 +18,14 @@
  *
  * leave() never waits: any lock held by another process or Registry means
  * the directory is in use. It is idempotent, and is what ~Registry does;
- * at a normal exit of a process that never closed pxn, exit_cleanup.h runs
- * it (the Registry's file descriptors are still open then).
+ * when a process ends without closing pxn (exit, SIGTERM), exit_cleanup.h
+ * runs leave_registry() with the Registry's descriptors, still open then.
+ * (Should another thread destroy that Registry at that very moment, its
+ * descriptor numbers may already name other files: the removal then fails
+ * its checks, or concerns a directory of this process's own uid.)
  *
  * Not thread-safe: the owning Registry calls join() before anyone else uses
- * it, and leave() from its destructor (or at exit).
+ * it, and leave() from its destructor.
  */
 #ifndef PXN_REGISTRY_LEASE_H_
 #define PXN_REGISTRY_LEASE_H_
@@ -38,6 +41,22 @@
 namespace pxn {
 
 constexpr const char *kUsersName = ".users";
+
+/* What leaving a registry directory needs, by value (a signal handler
+ * uses it: exit_cleanup.h). The descriptors are the Registry's. */
+struct LeaseRecord {
+    int  dir_fd   = -1;
+    int  lock_fd  = -1;
+    int  users_fd = -1;
+    char base[1024] = {}; /* <base>/<name> is the directory */
+    char name[256]  = {};
+};
+
+/* Drops users_fd's shared lock and removes the directory if nobody else
+ * holds .users and nothing but .lock and .users is in it (above). Never
+ * waits. Async-signal-safe: system calls only, no allocation, no log.
+ * True when it removed the directory. */
+bool leave_registry(const LeaseRecord &record);
 
 class RegistryLease {
 public:
@@ -58,17 +77,10 @@ public:
     /* True when it removed the directory. */
     bool leave();
 
-    /* leave() as a LeaveFn (exit_cleanup.h). */
-    static void leave_at_exit(void *lease);
-
 private:
-    bool remove_if_unused();
-
-    std::string base_, name_;
-    int         dir_fd_  = -1; /* not owned */
-    int         lock_fd_ = -1; /* not owned */
+    LeaseRecord record_;       /* dir_fd and lock_fd not owned */
     UniqueFd    users_fd_;
-    bool        joined_  = false;
+    bool        joined_    = false;
     int         exit_slot_ = -1;
 };
 

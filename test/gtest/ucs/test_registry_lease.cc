@@ -205,6 +205,7 @@ TEST_F(RegistryLeaseTest, SigtermAtItsDefaultRemovesTheEntryFilesAndEndsTheProce
     child.kill(SIGTERM);
     EXPECT_EQ(-SIGTERM, child.wait()) << "the default action still ends it";
     EXPECT_EQ(0u, files_of(child.pid())) << ::testing::PrintToString(files());
+    EXPECT_FALSE(dir_exists()) << "it was the directory's only user";
 }
 
 TEST_F(RegistryLeaseTest, ForkedChildsExitLeavesItsParentsFiles)

@@ -117,6 +117,7 @@ TEST_F(PxnExit, SigtermAtItsDefaultRemovesTheProcesssFilesAndEndsIt)
     b->kill(SIGTERM);
     EXPECT_EQ(-SIGTERM, b->wait(pxn_test::scaled_ms(10000)));
     EXPECT_EQ(0u, files_of(b->pid()));
+    EXPECT_FALSE(dir_exists()) << "the last one leaves the directory too";
 }
 
 TEST_F(PxnExit, AnApplicationsOwnSigtermHandlerIsKept)
