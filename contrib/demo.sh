@@ -21,6 +21,15 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 bash "$top/contrib/build.sh"
+# Nothing left behind: the namespaces go again at the end when this run
+# brought them up (a topology that was up before stays). Processes end
+# normally; registries go with their last process.
+if bash "$top/contrib/topology.sh" status >/dev/null 2>&1; then
+    topology_was_up=1
+else
+    topology_was_up=0
+fi
+trap '[ "$topology_was_up" = 1 ] || bash "$top/contrib/topology.sh" down >&2' EXIT
 bash "$top/contrib/topology.sh" up --nodes 2 --rails 2 >&2
 if [ $# -eq 0 ]; then
     set -- --sizes 64K,1M,16M,64M --reps 3

@@ -58,6 +58,12 @@ else
     bash "$top/contrib/build.sh"
     ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
 fi
+# The namespaces go again at the end when this run brought them up.
+if bash "$top/contrib/topology.sh" status >/dev/null 2>&1; then
+    topology_was_up=1
+else
+    topology_was_up=0
+fi
 bash "$top/contrib/topology.sh" up --nodes 2 --rails 2 >&2
 if [ -z "${PXN_UCX_PREFIX:-}" ] &&
    [ "$(sed -n 's/^PXN_MODULE_LOAD = //p' "$build/Makefile")" = preload ]; then
@@ -74,7 +80,11 @@ cleanup() {
     for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 }
-trap cleanup EXIT
+finish() {
+    cleanup
+    [ "$topology_was_up" = 1 ] || bash "$top/contrib/topology.sh" down >&2
+}
+trap finish EXIT
 
 # slot <node> <rail> <cmd...>: a process of that slot, pxn over cma
 slot() {

@@ -33,16 +33,41 @@ std::string ip_binary()
     return (access("/usr/sbin/ip", X_OK) == 0) ? "/usr/sbin/ip" : "/sbin/ip";
 }
 
+/* 'T' (stopped, or traced) in /proc/<pid>/stat. */
+bool is_stopped(pid_t pid)
+{
+    char buf[512] = {};
+    const std::string stat = "/proc/" + std::to_string(pid) + "/stat";
+    const int fd = open(stat.c_str(), O_RDONLY | O_CLOEXEC);
+    const ssize_t n = (fd >= 0) ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0) {
+        close(fd);
+    }
+    const char *paren = (n > 0) ? strrchr(buf, ')') : nullptr;
+    return (paren != nullptr) && (paren[1] == ' ') &&
+           ((paren[2] == 'T') || (paren[2] == 't'));
+}
+
 } // namespace
 
 PeerProcess::~PeerProcess()
 {
-    if (pid_ > 0) {
-        ::kill(pid_, SIGKILL);
-        waitpid(pid_, nullptr, 0);
-    }
+    /* Ended as a user would end it, so that it leaves nothing behind (its
+     * registry files, its group's directory when it is the last): the end
+     * of its input ends ucx_pxn_peer's loop and closes UCT; one still busy
+     * (or stopped) gets SIGTERM (pxn's handler removes its files), and
+     * SIGKILL only if that did not end it either. */
     if (to_fd_ >= 0) {
         close(to_fd_);
+        to_fd_ = -1;
+    }
+    if ((pid_ > 0) && (is_stopped(pid_) || (wait(kQuitMs) == -1000))) {
+        ::kill(pid_, SIGTERM);
+        ::kill(pid_, SIGCONT);
+        if (wait(kTermMs) == -1000) {
+            ::kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+        }
     }
     if (from_fd_ >= 0) {
         close(from_fd_);
@@ -314,9 +339,14 @@ bool read_counters(const std::string &group, pid_t pid,
 
 BackgroundProcess::~BackgroundProcess()
 {
+    /* SIGTERM first, as PeerProcess: a pxn process then removes its files. */
     if ((pid_ > 0) && !exited_) {
-        ::kill(pid_, SIGKILL);
-        waitpid(pid_, nullptr, 0);
+        ::kill(pid_, SIGTERM);
+        ::kill(pid_, SIGCONT);
+        if (wait(PeerProcess::kTermMs) == -1000) {
+            ::kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+        }
     }
 }
 

@@ -2,8 +2,10 @@
  * A ucx_pxn_peer process, for the multi-process tests and the benchmark:
  * started with fork+exec (never sharing UCX state with its parent),
  * optionally inside a network namespace of the emulated topology, driven by
- * lines over pipes. Every wait is bounded; the destructor kills and reaps
- * the process.
+ * lines over pipes. Every wait is bounded; the destructor ends the process
+ * as a user would, so that it leaves nothing behind: end of input (its
+ * loop ends, it closes UCT), then SIGTERM, then SIGKILL, each after
+ * kQuitMs / kTermMs without an exit; it reaps it.
  */
 #ifndef PXN_TOOLS_PEER_PROCESS_H_
 #define PXN_TOOLS_PEER_PROCESS_H_
@@ -23,6 +25,9 @@ public:
     ~PeerProcess();
     PeerProcess(const PeerProcess&) = delete;
     PeerProcess &operator=(const PeerProcess&) = delete;
+
+    static constexpr int kQuitMs = 2000;
+    static constexpr int kTermMs = 2000;
 
     /* Starts `<binary> md tl device` with `env` added, in network namespace
      * `netns` (empty: this one); waits for "ready". */
@@ -55,8 +60,8 @@ private:
  * Any command, started with fork+exec like PeerProcess (optionally inside
  * network namespace `netns`, with `env` entries "NAME=value" added and
  * "NAME=" unset), its stdout and stderr going to the file `log_path`. Dies
- * with its parent (PR_SET_PDEATHSIG); the destructor kills (SIGKILL) and
- * reaps a process still running. `ip netns exec` execs the command, so
+ * with its parent (PR_SET_PDEATHSIG); the destructor ends a process still
+ * running with SIGTERM (SIGKILL after PeerProcess::kTermMs) and reaps it. `ip netns exec` execs the command, so
  * pid() is the command's own pid.
  */
 class BackgroundProcess {

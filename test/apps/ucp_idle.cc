@@ -8,6 +8,8 @@
  *   time_ns <context + worker creation, the fastest of `repeat` runs>
  *   threads <count> <comm,comm,...>
  *   pxn_threads <threads named ucx-pxn>
+ *   registry yes|no   <$UCX_PXN_REGISTRY_DIR or /dev/shm>/ucx-pxn-<uid>-<
+ *                     $UCX_PXN_GROUP or default> while the worker exists
  *   worker ok | worker failed <status>
  *
  * The opt-in test and the startup benchmark (bench/opt_in.sh) compare it
@@ -21,8 +23,21 @@
 #include <dirent.h>
 #include <fstream>
 #include <string>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace {
+
+bool registry_exists()
+{
+    const char *base  = getenv("UCX_PXN_REGISTRY_DIR");
+    const char *group = getenv("UCX_PXN_GROUP");
+    const std::string dir = std::string((base && *base) ? base : "/dev/shm") +
+                            "/ucx-pxn-" + std::to_string(geteuid()) + "-" +
+                            ((group && *group) ? group : "default");
+    struct stat st;
+    return stat(dir.c_str(), &st) == 0;
+}
 
 std::string thread_names(unsigned *count, unsigned *pxn)
 {
@@ -79,8 +94,9 @@ int main(int argc, char **argv)
         if ((status == UCS_OK) && (r == repeat - 1)) {
             unsigned count, pxn;
             const std::string names = thread_names(&count, &pxn);
-            printf("time_ns %ld\nthreads %u %s\npxn_threads %u\n", best_ns,
-                   count, names.c_str(), pxn);
+            printf("time_ns %ld\nthreads %u %s\npxn_threads %u\nregistry %s\n",
+                   best_ns, count, names.c_str(), pxn,
+                   registry_exists() ? "yes" : "no");
         }
         if (status == UCS_OK) {
             ucp_worker_destroy(worker);

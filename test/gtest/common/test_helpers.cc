@@ -21,6 +21,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <thread>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace pxn_test {
@@ -344,7 +345,11 @@ size_t count_of(const std::string &text, const std::string &what)
 
 TempDir::TempDir(const std::string &prefix)
 {
-    std::string pattern = prefix + "XXXXXX";
+    struct stat build;
+    const std::string tag = (stat(build_dir().c_str(), &build) == 0) ?
+                            std::to_string(build.st_ino) : "x";
+    std::string pattern = (prefix.empty() ? "/dev/shm/pxn-test-" + tag + "-" :
+                                            prefix) + "XXXXXX";
     if (mkdtemp(&pattern[0]) != nullptr) {
         path_ = pattern;
     }

@@ -144,9 +144,12 @@ void remove_tree(const std::string &path);
 /* How many times `what` occurs in `text` (not overlapping). */
 size_t count_of(const std::string &text, const std::string &what);
 
+/* The default prefix is /dev/shm/pxn-test-<inode of the build
+ * directory>-: test/leftovers.sh tells this suite's directories from
+ * those of another build's suite running beside it. */
 class TempDir {
 public:
-    explicit TempDir(const std::string &prefix = "/dev/shm/pxn-test-");
+    explicit TempDir(const std::string &prefix = "");
     ~TempDir();
     TempDir(const TempDir&) = delete;
     TempDir &operator=(const TempDir&) = delete;

@@ -104,9 +104,9 @@ TEST_F(PxnSoak, ShortRunVerifiesEveryByteThroughRelayRestarts)
     EXPECT_EQ(failed, number_after(out, "before, ")) << "retried" << out;
     EXPECT_EQ(std::string::npos, out.find("FAILURE")) << out;
     EXPECT_NE(std::string::npos,
-              out.find("-node0: nothing left but .lock; removed")) << out;
+              out.find("-node0: removed by the last process to quit")) << out;
     EXPECT_NE(std::string::npos,
-              out.find("-node1: nothing left but .lock; removed")) << out;
+              out.find("-node1: removed by the last process to quit")) << out;
 }
 
 TEST_F(PxnSoak, SelfTestACorruptedTargetBufferFailsTheSoak)
