@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what ucx-pxn builds against, on Debian 12 as root:
-#   - build tools and libraries from Debian's archive;
+#   - build tools and libraries from Debian's archive (prometheus-cpp for
+#     the metrics, python3-prometheus-client for their tests);
 #   - UCX 1.13.1 from Debian's *source* package, built with CUDA (when a
 #     toolkit is present), verbs, mlx5dv and rdmacm, with `pxn` added to its
 #     compiled-in UCT module list;
@@ -32,7 +33,8 @@ command -v apt-get >/dev/null || die "apt-get not found: this script targets Deb
 # --- Debian packages -------------------------------------------------------
 pkgs=(build-essential autoconf automake libtool pkg-config dpkg-dev
       libibverbs-dev librdmacm-dev libnuma-dev libgtest-dev valgrind
-      iproute2 clang libclang-rt-dev procps psmisc)
+      iproute2 clang libclang-rt-dev procps psmisc
+      prometheus-cpp-dev python3-prometheus-client)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' \
