@@ -8,7 +8,8 @@
  *   ucx_pxn_info --prometheus [--group G | --all] [--base DIR] [--rails LIST]
  *                [--heartbeat-timeout S]
  *   ucx_pxn_info --check [--group G] [--base DIR] [--rails LIST |
- *                --rail-map MAP] [--heartbeat-timeout S] [--timeout S]
+ *                --rail-map MAP] [--sysfs DIR] [--heartbeat-timeout S]
+ *                [--timeout S]
  *
  * --prometheus prints the registry as Prometheus's text format
  * (info_metrics.h; node_exporter's textfile collector reads it), when
@@ -24,7 +25,8 @@
  * processes (control file, arena, wakeup FIFO; such files left without
  * their control file) and frees the lanes that dead senders still held in
  * live relays; it prints each entry it removed. It never removes a live
- * process's entry, and never creates a registry.
+ * process's entry, and never creates a registry; a directory left empty
+ * and unused goes (registry_lease.h).
  *
  * Registry: <base>/ucx-pxn-<euid>-<group>/ (base $UCX_PXN_REGISTRY_DIR or
  * /dev/shm, group $UCX_PXN_GROUP or "default"); --all: every ucx-pxn-<euid>-* directory,
@@ -59,6 +61,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <getopt.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <string>
 #include <unistd.h>
@@ -121,6 +124,7 @@ int usage(const char *error)
             "  --rails LIST   expected rails, comma-separated (default: this node's\n"
             "                 RDMA ports, mapped by --rail-map)\n"
             "  --rail-map MAP device-to-rail map, as UCX_PXN_RAIL_MAP (default: its value)\n"
+            "  --sysfs DIR    where sysfs is mounted (default /sys)\n"
             "  --heartbeat-timeout S  heartbeat age (seconds) past which a relay is\n"
             "                 not up (default 3, UCX_PXN_HEARTBEAT_TIMEOUT's default)\n"
             "  --timeout S    --check ends within S seconds (default 5)\n"
@@ -181,6 +185,12 @@ int clean(const Options &o)
         printf("%s: %u stale entries removed (%u files), %u lanes of dead "
                "senders freed\n", reg.path.c_str(), cleaned.entries_removed,
                cleaned.files_removed, cleaned.lanes_freed);
+        /* Leaving it as its last user removes an empty directory. */
+        registry.reset();
+        struct stat st;
+        if (lstat(reg.path.c_str(), &st) != 0) {
+            printf("%s: no process uses it any more: removed\n", reg.path.c_str());
+        }
     }
     if (before.empty()) {
         fprintf(stderr, "ucx_pxn_info: %s\n", message.c_str());

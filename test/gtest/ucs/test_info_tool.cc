@@ -376,6 +376,23 @@ TEST_F(InfoToolTest, CleanRemovesDeadEntriesAndLeavesLiveOnes)
     EXPECT_EQ(2, info({"--clean", "--json"}).exit_code);
 }
 
+TEST_F(InfoToolTest, CleanRemovesTheDirectoryOfAGroupNobodyUses)
+{
+    ForkedChild *victim = start_processes(1)[0];
+    victim->kill(SIGKILL);
+    EXPECT_EQ(-SIGKILL, victim->wait());
+    ASSERT_EQ(4u, files().size()) << "its entry stays: .lock, ctl, arena, wake";
+
+    const auto r = info({"--clean"});
+    ASSERT_EQ(0, r.exit_code) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("1 stale entries removed (3 files)"))
+            << r.output;
+    EXPECT_NE(std::string::npos,
+              r.output.find(dir_ + ": no process uses it any more: removed\n"))
+            << r.output;
+    EXPECT_NE(0, access(dir_.c_str(), F_OK));
+}
+
 TEST_F(InfoToolTest, ShowsWhatItDoesNotReadWithTheReason)
 {
     registry_ = open_registry(); /* the directory, kept */
