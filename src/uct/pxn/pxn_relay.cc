@@ -538,36 +538,43 @@ void Relay::sweep_owners(uint64_t now)
     }
 }
 
-bool Relay::has_work() const
+Relay::Pending Relay::pending() const
 {
     const uint64_t now = monotonic_ns();
+    Pending pending    = Pending::kNone;
     for (const Lane &lane : lanes_) {
         const abi::LaneOwner &owner = lane.block.owner();
         if (abi::load_acquire(owner.lane_epoch) != lane.epoch) {
             if ((lane.epoch != 0) ||
                 (abi::load_acquire(owner.state) == abi::kLaneClaimed)) {
-                return true;
+                return Pending::kNow;
             }
         }
         if (lane.epoch == 0) {
             continue;
         }
-        /* A committed descriptor is work until its doorbell comes (a GPU
-         * stream rings it without notifying), but only for kStallNs: a
-         * sender that died before ringing must not keep us spinning. */
-        if ((abi::load_acquire(lane.block.producer().head) >= lane.next_seq) &&
-            ((lane.stalled_since == 0) ||
-             (now - lane.stalled_since < kStallNs))) {
-            return true;
-        }
         for (uint32_t i = 0; i < abi::kRouteMailboxes; ++i) {
             const uint64_t gen = route_request_gen(&lane.block.route(i).request);
             if ((gen != 0) && (gen != lane.mailbox_gen[i])) {
-                return true;
+                return Pending::kNow;
             }
         }
+        const abi::LaneProducer &producer = lane.block.producer();
+        if (abi::load_acquire(producer.head) < lane.next_seq) {
+            continue;
+        }
+        if ((abi::load_acquire(producer.doorbell) >= lane.next_seq) &&
+            (inflight_ < pieces_.size())) {
+            return Pending::kNow;
+        }
+        /* Not rung yet, or waiting for a piece to free up (whose completion
+         * wakes us where the inner transport has events): a sender that
+         * died before ringing must not keep us polling past kStallNs. */
+        if ((lane.stalled_since == 0) || (now - lane.stalled_since < kStallNs)) {
+            pending = Pending::kSoon;
+        }
     }
-    return false;
+    return pending;
 }
 
 } // namespace uct
