@@ -390,9 +390,10 @@ void Node::fold_counters()
     uint64_t *from_fields   = &sender_totals_.pieces;
     uint64_t *to_fields     = &to.pieces;
     /* every field but last_completion_ns is a sum (lanes: a gauge, whose
-     * decrements are additions of 2^64 - 1) */
-    constexpr size_t kFields = offsetof(abi::SenderCounters, spare_misses) /
-                               sizeof(uint64_t) + 1;
+     * decrements are additions of 2^64 - 1; the completion histogram's
+     * fields too) */
+    constexpr size_t kFields = (offsetof(abi::SenderCounters, completion) +
+                                sizeof(abi::LatencyHistogram)) / sizeof(uint64_t);
     constexpr size_t kLast   = offsetof(abi::SenderCounters, last_completion_ns) /
                                sizeof(uint64_t);
     for (size_t i = 0; i < kFields; ++i) {
