@@ -28,8 +28,9 @@
  * Printed per setting: every op's p50, p90 and p99 per path, pxn's p50 and
  * p90 against the rail path's (ratio), whether pxn's p90 stays under 1 ms
  * (a scheduler slice is 0.75-4 ms), the CPU the relays' engine threads
- * used during the run, and, where the relays do not busy-poll, the engine
- * threads' CPU over --idle-s seconds with no traffic (% of one core, both
+ * used during the run and how long they waited, runnable, for a CPU (their
+ * schedstat: the starvation itself), and, where the relays do not busy-poll,
+ * the engine threads' CPU over --idle-s seconds with no traffic (% of one core, both
  * relays together). Exit status 0 when every op of every setting ran and
  * verified, 1 otherwise.
  */
@@ -87,36 +88,43 @@ std::string join(const std::vector<std::string> &items)
     return out;
 }
 
-/* CPU seconds (user + system) of the threads of `pid` named ucx-pxn. */
-double engine_cpu_s(pid_t pid)
-{
-    const std::string dir = "/proc/" + std::to_string(pid) + "/task";
-    DIR *d = opendir(dir.c_str());
-    double total = 0;
-    for (dirent *e; (d != nullptr) && ((e = readdir(d)) != nullptr);) {
-        std::ifstream stat(dir + "/" + e->d_name + "/stat");
-        std::string text((std::istreambuf_iterator<char>(stat)), {});
-        const size_t close = text.rfind(')');
-        if ((close == std::string::npos) || (text.find("(ucx-pxn)") == std::string::npos)) {
-            continue;
-        }
-        std::istringstream rest(text.substr(close + 2));
-        std::string field;
-        unsigned long utime = 0, stime = 0;
-        for (int i = 3; (i <= 15) && (rest >> field); ++i) {
-            if (i == 14) {
-                utime = std::stoul(field);
-            } else if (i == 15) {
-                stime = std::stoul(field);
+/* What the scheduler says of the threads named ucx-pxn of some processes
+ * (/proc/<pid>/task/<tid>/schedstat): seconds on a CPU and seconds runnable
+ * but waiting for one. */
+struct EngineSched {
+    double run_s = 0, wait_s = 0;
+
+    static EngineSched of(std::initializer_list<pid_t> pids)
+    {
+        EngineSched total;
+        for (pid_t pid : pids) {
+            const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+            DIR *d = opendir(dir.c_str());
+            for (dirent *e; (d != nullptr) && ((e = readdir(d)) != nullptr);) {
+                std::ifstream comm(dir + "/" + e->d_name + "/comm");
+                std::string name;
+                std::getline(comm, name);
+                std::ifstream stat(dir + "/" + e->d_name + "/schedstat");
+                unsigned long long run = 0, wait = 0;
+                if ((name == "ucx-pxn") && (stat >> run >> wait)) {
+                    total.run_s  += run / 1e9;
+                    total.wait_s += wait / 1e9;
+                }
+            }
+            if (d != nullptr) {
+                closedir(d);
             }
         }
-        total += double(utime + stime) / sysconf(_SC_CLK_TCK);
+        return total;
     }
-    if (d != nullptr) {
-        closedir(d);
+    EngineSched operator-(const EngineSched &o) const
+    {
+        EngineSched d;
+        d.run_s  = run_s - o.run_s;
+        d.wait_s = wait_s - o.wait_s;
+        return d;
     }
-    return total;
-}
+};
 
 /* A cgroup with a CPU quota; empty path when none could be made. */
 class Quota {
@@ -241,7 +249,8 @@ bool run_setting(const Options &o, const std::string &setting, int port)
             return true;
         }
     }
-    const double cpu0 = engine_cpu_s(r.relay_pid(0)) + engine_cpu_s(r.relay_pid(1));
+    const auto engines = [&] { return EngineSched::of({r.relay_pid(0), r.relay_pid(1)}); };
+    const EngineSched before_run = engines();
 
     const std::string exe = UcpRails::self_exe();
     std::vector<std::string> common = {
@@ -264,13 +273,12 @@ bool run_setting(const Options &o, const std::string &setting, int port)
     }
     const int status  = initiator.wait(int(o.peer.deadline) * 1000 + 10000);
     const int tstatus = target.wait(30000);
-    const double run_cpu = engine_cpu_s(r.relay_pid(0)) + engine_cpu_s(r.relay_pid(1)) - cpu0;
+    const EngineSched run = engines() - before_run;
     double idle = -1;
     if (!busy_relays && (o.idle_s > 0)) {
-        const double before = engine_cpu_s(r.relay_pid(0)) + engine_cpu_s(r.relay_pid(1));
+        const EngineSched before_idle = engines();
         usleep(useconds_t(o.idle_s * 1e6));
-        idle = (engine_cpu_s(r.relay_pid(0)) + engine_cpu_s(r.relay_pid(1)) - before) /
-               o.idle_s * 100;
+        idle = (engines() - before_idle).run_s / o.idle_s * 100;
     }
 
     std::map<std::string, std::map<std::string, Row>> rows;
@@ -297,7 +305,8 @@ bool run_setting(const Options &o, const std::string &setting, int port)
                (x.ok && (y.ok || !rows[op].count("rail"))) ? "ok" : "NO");
         ok = ok && x.ok;
     }
-    printf("relay engine CPU during the run: %.2f s", run_cpu);
+    printf("relay engines during the run: %.3f s on a CPU, %.3f s runnable but "
+           "waiting for one", run.run_s, run.wait_s);
     if (idle >= 0) {
         printf("; idle over %.1f s: %.3f%% of a core (both relays)", o.idle_s, idle);
     }

@@ -248,10 +248,14 @@ int main(int argc, char **argv)
     ucs_async_context_destroy(async);
     uct_md_close(md);
     if (have) {
+        const pxn::abi::LatencyHistogram &p = c.relay.pickup;
         printf("ucx_pxn_relay: stopped by signal %d: relayed %lu pieces, %lu "
-               "bytes, %lu failed, %lu rejected, %lu lanes served\n", sig,
+               "bytes, %lu failed, %lu rejected, %lu lanes served; doorbell to "
+               "pickup mean %.1f us, %lu of %lu over 1 ms\n", sig,
                c.relay.pieces, c.relay.bytes, c.relay.failed_pieces,
-               c.relay.rejected, c.relay.lane_resets);
+               c.relay.rejected, c.relay.lane_resets,
+               p.count ? p.sum_ns / 1e3 / p.count : 0.0,
+               pxn::abi::latency_over(p, 1000000), p.count);
     }
     return 0;
 }

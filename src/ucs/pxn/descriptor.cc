@@ -1,7 +1,5 @@
 #include "descriptor.h"
 
-#include "control_file.h"
-
 #include <new>
 
 namespace pxn {
@@ -240,10 +238,8 @@ ucs_status_t complete_piece(abi::Completion *completions,
     if (verdict != UCS_OK) {
         return verdict;
     }
-    /* The time before the entry, the entry before completed: a sender that
-     * reads an entry reads a time at least as new, and one that reads
-     * completed may read the entries it covers. */
-    abi::store_relaxed(consumer->completed_ns, monotonic_ns());
+    /* The entry before completed: a sender that reads completed may read
+     * the entries it covers. */
     write_completion(&completions[slot_of(seq, tracker->slots())], seq, status);
     verdict = tracker->finish(seq);
     abi::store_release(consumer->completed, tracker->completed());

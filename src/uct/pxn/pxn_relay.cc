@@ -234,6 +234,15 @@ unsigned Relay::serve_routes(Lane &lane)
     return work;
 }
 
+/* The time first (LaneConsumer::completed_ns): a sender that reads the
+ * entry reads a time at least as new. */
+void Relay::complete(Lane &lane, uint64_t seq, ucs_status_t status)
+{
+    abi::store_relaxed(lane.block.consumer().completed_ns, monotonic_ns());
+    complete_piece(&lane.block.completion(0), &lane.block.consumer(), &lane.tracker,
+                   seq, status);
+}
+
 Relay::Piece *Relay::free_piece()
 {
     for (Piece &piece : pieces_) {
@@ -296,8 +305,7 @@ unsigned Relay::start_piece(Lane &lane)
         const uint64_t seq = lane.next_seq++;
         abi::store_release(lane.block.consumer().consumed, seq);
         abi::bump(counters_->fenced);
-        complete_piece(&lane.block.completion(0), &lane.block.consumer(),
-                       &lane.tracker, seq, UCS_ERR_CANCELED);
+        complete(lane, seq, UCS_ERR_CANCELED);
         return 1;
     }
     lane.stalled_since = 0;
@@ -336,16 +344,14 @@ unsigned Relay::start_piece(Lane &lane)
         /* A well-formed piece on a route whose inner ep failed: the target
          * is gone from here (a new route gets a new ep). */
         abi::bump(counters_->failed_pieces);
-        complete_piece(&lane.block.completion(0), &lane.block.consumer(),
-                       &lane.tracker, seq, UCS_ERR_UNREACHABLE);
+        complete(lane, seq, UCS_ERR_UNREACHABLE);
         return 1;
     }
     if (status != UCS_OK) {
         abi::bump(counters_->rejected);
         ucs_debug("pxn: relay rejected seq %lu of lane %u: %s", seq,
                   lane.index, desc_reason_name(reason));
-        complete_piece(&lane.block.completion(0), &lane.block.consumer(),
-                       &lane.tracker, seq, status);
+        complete(lane, seq, status);
         return 1;
     }
 
@@ -480,8 +486,7 @@ void Relay::finish(Piece &piece)
             ucs_debug("pxn: relay seq %lu failed: %s", piece.seq,
                       ucs_status_string(status));
         }
-        complete_piece(&lane.block.completion(0), &lane.block.consumer(),
-                       &lane.tracker, piece.seq, status);
+        complete(lane, piece.seq, status);
     }
     piece.active = false;
     --lane.inflight;

@@ -191,6 +191,8 @@ private:
     bool     fill(Piece &piece, size_t max);
     void     finish(Piece &piece);
     Piece   *free_piece();
+    /* Writes the completion of `seq` (complete_piece), stamped. */
+    void     complete(Lane &lane, uint64_t seq, ucs_status_t status);
     /* A committed descriptor whose doorbell does not come: is its owner
      * still there? */
     void     check_stall(Lane &lane);
