@@ -76,14 +76,14 @@ public:
     EngineRelay(Consumer &consumer, pxn::RelayWakeup &wake) :
         consumer_(consumer), wake_(wake) {}
     unsigned work() override { return consumer_.consume(); }
-    bool may_sleep() override
+    pxn::Nap may_sleep() override
     {
         wake_.prepare_sleep();
         if (consumer_.pending()) {
             wake_.cancel_sleep();
-            return false;
+            return pxn::Nap::kNone;
         }
-        return true;
+        return pxn::Nap::kLong;
     }
     void woke() override
     {

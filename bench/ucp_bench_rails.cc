@@ -78,9 +78,12 @@ std::vector<std::string> UcpRails::env(int node, int rail) const
 void UcpRails::start_relays()
 {
     const int slots[2][2] = {{0, 1}, {1, 0}};
+    std::vector<std::string> argv = c_.relay_wrap;
+    argv.push_back(c_.relay);
+    argv.insert(argv.end(), c_.relay_args.begin(), c_.relay_args.end());
     for (int i = 0; i < 2; ++i) {
         std::string error;
-        if (!relays_[i].start("", env(slots[i][0], slots[i][1]), {c_.relay},
+        if (!relays_[i].start("", env(slots[i][0], slots[i][1]), argv,
                               c_.logs + "/relay" + std::to_string(i) + ".log", &error) ||
             !relays_[i].wait_for_output("relaying on", 30000)) {
             bench_fail(kBenchSetup, "relay did not start: " + error + "\n" +

@@ -33,6 +33,9 @@ struct UcpRailsConfig {
                                          the build's UCX_PREFIX */
     std::string              logs;    /* "": a new /tmp/<tag>-XXXXXX */
     std::vector<std::string> env;
+    /* The relays' command lines: `relay_wrap` before the program (e.g.
+     * taskset -c 1), `relay_args` after it (e.g. -b). */
+    std::vector<std::string> relay_wrap, relay_args;
 };
 
 /* The options every UCP bench launcher takes for its rails: --prefix NAME,
@@ -57,6 +60,8 @@ public:
     /* SIGTERM to both, then a line per relay on stdout: "relay: relayed
      * ..." (its counters when it stopped) or "relay: no counters". */
     void stop_relays();
+    /* Relay i (0: node 0 rail 1, 1: node 1 rail 0); -1 when not started. */
+    pid_t relay_pid(int i) const { return started_ ? relays_[i].pid() : -1; }
 
     /* This program's path, for starting its own roles. */
     static std::string self_exe();

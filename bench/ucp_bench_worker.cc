@@ -14,11 +14,11 @@ void bench_check(ucs_status_t status, const char *what)
     }
 }
 
-UcpBenchWorker::UcpBenchWorker(const char *tls)
+UcpBenchWorker::UcpBenchWorker(const char *tls, uint64_t features)
 {
     ucp_params_t params = {};
     params.field_mask   = UCP_PARAM_FIELD_FEATURES;
-    params.features     = UCP_FEATURE_RMA;
+    params.features     = features;
     ucp_config_t *config;
     bench_check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
     if (tls != nullptr) {

@@ -1,5 +1,5 @@
 /*
- * One UCP context with RMA, one single-threaded worker on it and at most
+ * One UCP context with RMA (or the given features), one single-threaded worker on it and at most
  * one ep, as the UCP benchmarks' processes use them; a process may hold
  * several (ucx_pxn_kv_bench: one through pxn, one on the inner transport
  * alone). `tls`, when given, replaces UCX_TLS for this context only
@@ -37,7 +37,8 @@ struct UcpBenchWorker {
     size_t        outstanding = 0, failed = 0;
     ucs_status_t  first_failure = UCS_OK;
 
-    explicit UcpBenchWorker(const char *tls = nullptr);
+    explicit UcpBenchWorker(const char *tls = nullptr,
+                            uint64_t features = UCP_FEATURE_RMA);
     ~UcpBenchWorker();
     UcpBenchWorker(const UcpBenchWorker&) = delete;
     UcpBenchWorker &operator=(const UcpBenchWorker&) = delete;

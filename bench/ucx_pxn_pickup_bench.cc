@@ -15,7 +15,7 @@
  *   ucx_pxn_pickup_bench [--design engine|async|both] [--repeat R]
  *       [--samples N] [--gap-us G] [--burst B] [--work-us W]
  *       [--wake-samples M] [--idle-s S] [--timer-s T]
- *       [--spin-rounds R (engine; default: Engine::Options)]
+ *       [--spin-us U (engine; default: Engine::Options)]
  *
  * Processes: for every design and repeat the parent forks a relay and a
  * sender (before any thread or UCX context exists; libucs's constructor
@@ -65,7 +65,8 @@ struct Options {
     uint32_t repeat = 1, samples = 50000, gap_us = 20, burst = 1, work_us = 10,
              wake_samples = 200;
     double   idle_s = 5.0, timer_s = 2.0;
-    pxn::Engine::Options engine; /* the defaults unless --spin-rounds */
+    pxn::Engine::Options engine; /* the defaults unless --spin-us */
+    uint32_t             spin_us = uint32_t(pxn::Engine::Options().spin_ns / 1000);
 };
 
 struct Phase {
@@ -251,7 +252,7 @@ bool parse(int argc, char **argv, Options &opt)
         {"--gap-us", &opt.gap_us, nullptr}, {"--burst", &opt.burst, nullptr},
         {"--work-us", &opt.work_us, nullptr},
         {"--wake-samples", &opt.wake_samples, nullptr},
-        {"--spin-rounds", &opt.engine.spin_rounds, nullptr},
+        {"--spin-us", &opt.spin_us, nullptr},
         {"--idle-s", nullptr, &opt.idle_s}, {"--timer-s", nullptr, &opt.timer_s}};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *value = argv[i + 1];
@@ -274,6 +275,7 @@ bool parse(int argc, char **argv, Options &opt)
             return false;
         }
     }
+    opt.engine.spin_ns = uint64_t(opt.spin_us) * 1000;
     return ((argc % 2) == 1) && (opt.run_engine || opt.run_async) &&
            (opt.repeat > 0) && (opt.samples > 1) && (opt.wake_samples > 1) &&
            (opt.burst > 0);
@@ -303,9 +305,9 @@ int main(int argc, char **argv)
     };
     printf("bursts of %u doorbells %u us apart (active, work), %u us of relay "
            "work per doorbell (work), %u-%u us apart (wake); timer %u us; engine "
-           "spin_rounds %u sleep_ms %d\n%s",
+           "spin %lu us sleep_ms %d\n%s",
            opt.burst, opt.gap_us, opt.work_us, kWakeGapMinUs, kWakeGapMaxUs,
-           kTimerPeriodUs, opt.engine.spin_rounds, opt.engine.sleep_ms, kLegend);
+           kTimerPeriodUs, opt.engine.spin_ns / 1000, opt.engine.sleep_ms, kLegend);
 
     std::vector<Row> rows;
     bool ok = true;

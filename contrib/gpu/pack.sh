@@ -27,7 +27,8 @@
 #   gpu-carry/ucx/{bin,lib,lib/ucx}   UCX with the pxn module and tools
 #   gpu-carry/build/.libs             libuct_pxn.so.0.0.0, libpxn_transport.so.0.0.0 (run.sh installs them)
 #   gpu-carry/build/bench             ucx_pxn_bench, ucx_pxn_stage_bench,
-#                                     ucx_pxn_ucp_bench, ucx_pxn_kv_bench
+#                                     ucx_pxn_ucp_bench, ucx_pxn_kv_bench,
+#                                     ucx_pxn_contention_bench
 #   gpu-carry/build/test/apps         ucx_pxn_peer and the tests' helpers
 #   gpu-carry/build/test/gtest        uct_gtest
 #   gpu-carry/extra                   libnuma, libcudart
@@ -139,7 +140,7 @@ for program in ucx_info ucx_perftest ucx_pxn_relay ucx_pxn_info; do
 done
 cp -L "$build"/.libs/{libuct_pxn,libpxn_transport}.so.0.0.0 "$out/build/.libs/"
 cp "$build"/bench/{ucx_pxn_bench,ucx_pxn_stage_bench,ucx_pxn_ucp_bench,ucx_pxn_kv_bench} \
-   "$out/build/bench/"
+   "$build"/bench/ucx_pxn_contention_bench "$out/build/bench/"
 for app in $test_apps; do
     cp "$build/test/apps/$app" "$out/build/test/apps/"
 done

@@ -17,6 +17,8 @@
 #   ucx_perftest -m cuda put/get through pxn, protocols v2 as each UCX
 #   defaults them (no UCX_PROTO_ENABLE), beside a run without pxn
 #   (PXN_GPU_VERSIONS_PERFTEST=n: the tests only).
+#   bash contrib/gpu/run.sh contention: ucx_pxn_contention_bench on this
+#   machine's cores (host memory, inner cma; PXN_CONTENTION_ARGS).
 #   bash contrib/gpu/run.sh kv: ucx_pxn_kv_bench (KV-cache shapes, pxn against
 #   the inner cuda_ipc alone, docs/benchmarks.md) with GPU memory, with the
 #   UCX of gpu-carry/ (where it holds the bench) and with each UCX of
@@ -372,6 +374,18 @@ if [ "$what" = staging ]; then
 fi
 if [ "$what" = ucp ]; then
     ucp_bench
+fi
+
+# run.sh contention: ucx_pxn_contention_bench (host memory, inner cma) on
+# this machine's cores, a busy poller per core in its busy setting
+# (docs/relay-engine.md, "A relay beside busy pollers"); PXN_CONTENTION_ARGS
+# replaces its default options.
+if [ "$what" = contention ]; then
+    section "latency through a relay on contended cores (ucx_pxn_contention_bench)"
+    nproc
+    timeout 500 "$c/build/bench/ucx_pxn_contention_bench" \
+        ${PXN_CONTENTION_ARGS:---iters 200} --logs "$out/contention-logs" 2>&1 |
+        tee "$out/contention.txt"
 fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then

@@ -121,6 +121,37 @@ void text_lanes(const EntrySnapshot &e, std::string *out)
     }
 }
 
+
+/* 10000 -> "10us", 4000000 -> "4ms". */
+std::string us_text(uint64_t ns)
+{
+    return (ns % 1000000 == 0) ? strformat("%" PRIu64 "ms", ns / 1000000) :
+                                 strformat("%" PRIu64 "us", ns / 1000);
+}
+
+/* "12 samples, mean 14.2 us, <=10us 3 <=50us 9 ..." (empty buckets left
+ * out), or "none". */
+std::string latency_text(const pxn::abi::LatencyHistogram &h)
+{
+    if (h.count == 0) {
+        return "none";
+    }
+    std::string text = strformat("%" PRIu64 " samples, mean %.1f us", h.count,
+                                 h.sum_ns / 1e3 / h.count);
+    for (uint32_t b = 0; b < pxn::abi::kLatencyBuckets; ++b) {
+        if (h.buckets[b] == 0) {
+            continue;
+        }
+        text += (b + 1 < pxn::abi::kLatencyBuckets) ?
+                strformat(" <=%s %" PRIu64, us_text(pxn::abi::kLatencyBoundsNs[b]).c_str(),
+                          h.buckets[b]) :
+                strformat(" >%s %" PRIu64,
+                          us_text(pxn::abi::kLatencyBoundsNs[b - 1]).c_str(),
+                          h.buckets[b]);
+    }
+    return text;
+}
+
 void text_header(const EntrySnapshot &e, uint64_t now, std::string *out)
 {
     const abi::ProcessHeader &h = e.header;
@@ -174,6 +205,8 @@ void text_header(const EntrySnapshot &e, uint64_t now, std::string *out)
     *out += strformat("  held:   rkeys %" PRIu64 "; fenced pieces %" PRIu64
                       "; sender spare_misses %" PRIu64 "\n", r.rkeys_held,
                       r.fenced, s.spare_misses);
+    *out += "  waits:  pickup " + latency_text(r.pickup) + "; completion " +
+            latency_text(s.completion) + "\n";
 }
 
 void text_entry(const EntrySnapshot &e, uint64_t now, std::string *out)
@@ -288,6 +321,24 @@ void completion_age(Json &j, uint64_t now, uint64_t at)
     }
 }
 
+/* "<key>": {"samples": n, "sum_ns": s, "buckets": [{"le_ns": 10000,
+ * "count": c}, ..., {"le_ns": null, "count": c}]} (not cumulative). */
+void latency_json(Json &j, const char *key, const pxn::abi::LatencyHistogram &h)
+{
+    j.begin('{', key).num("samples", h.count).num("sum_ns", h.sum_ns);
+    j.begin('[', "buckets");
+    for (uint32_t b = 0; b < pxn::abi::kLatencyBuckets; ++b) {
+        j.begin('{');
+        if (b + 1 < pxn::abi::kLatencyBuckets) {
+            j.num("le_ns", pxn::abi::kLatencyBoundsNs[b]);
+        } else {
+            j.raw("le_ns", "null");
+        }
+        j.num("count", h.buckets[b]).end('}');
+    }
+    j.end(']').end('}');
+}
+
 void json_entry(const EntrySnapshot &e, uint64_t now, Json &j)
 {
     j.begin('{').str("file", e.name).str("kind", e.kind).boolean("read", e.read());
@@ -352,6 +403,7 @@ void json_entry(const EntrySnapshot &e, uint64_t now, Json &j)
      .num("warm_claims", r.warm_claims).num("fenced", r.fenced)
      .num("rkeys_held", r.rkeys_held).num("inner_ops", r.inner_ops)
      .num("inner_sgl_ops", r.inner_sgl_ops);
+    latency_json(j, "pickup", r.pickup);
     completion_age(j, now, r.last_completion_ns);
     j.end('}');
     j.begin('{', "sender").num("pieces", s.pieces).num("bytes", s.bytes)
@@ -360,6 +412,7 @@ void json_entry(const EntrySnapshot &e, uint64_t now, Json &j)
      .num("lanes", s.lanes).num("gather_pieces", s.gather_pieces)
      .num("lane_open_ns", s.lane_open_ns).num("lane_map_ns", s.lane_map_ns)
      .num("spare_misses", s.spare_misses);
+    latency_json(j, "completion", s.completion);
     completion_age(j, now, s.last_completion_ns);
     j.end('}').end('}');
     j.begin('[', "lanes");

@@ -3,7 +3,11 @@
  * slot runs no UCX program, and for demos where a two-process tool (such
  * as ucx_perftest) needs a third process on the target's rail.
  *
- *   ucx_pxn_relay [-d <device>] [-m <pxn md>]
+ *   ucx_pxn_relay [-d <device>] [-m <pxn md>] [-b]
+ *
+ * -b: the main thread busy-polls until the signal instead of sleeping, as
+ * an application's progress loop would (ucx_pxn_contention_bench: a relay
+ * that shares its process's cores with a thread that never blocks).
  *
  * Opens one pxn interface (its presence in the node's registry makes it the
  * relay of its rail) with the usual UCX_PXN_* settings, then relays until
@@ -77,6 +81,26 @@ bool read_counters(pxn::abi::ProcessCounters *c)
     return found;
 }
 
+/* Spins (a pause loop, never a syscall for about a millisecond at a time)
+ * until one of `stop` is pending; returns it. */
+int busy_wait(const sigset_t &stop)
+{
+    const timespec zero = {0, 0};
+    for (;;) {
+        for (unsigned i = 0; i < 100000; ++i) {
+#if defined(__x86_64__)
+            __builtin_ia32_pause();
+#else
+            __asm__ __volatile__("" ::: "memory");
+#endif
+        }
+        const int sig = sigtimedwait(&stop, nullptr, &zero);
+        if (sig > 0) {
+            return sig;
+        }
+    }
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -85,12 +109,14 @@ int main(int argc, char **argv)
      * would only enable it where UCX_TLS names pxn); an explicit 'n' stays. */
     setenv("UCX_PXN_ENABLE", "y", 0);
     std::string device, md_name;
-    for (int opt; (opt = getopt(argc, argv, "d:m:h")) != -1;) {
+    bool busy = false;
+    for (int opt; (opt = getopt(argc, argv, "d:m:bh")) != -1;) {
         switch (opt) {
         case 'd': device = optarg; break;
         case 'm': md_name = optarg; break;
+        case 'b': busy = true; break;
         default:
-            fprintf(stderr, "usage: ucx_pxn_relay [-d <device>] [-m <pxn md>]\n");
+            fprintf(stderr, "usage: ucx_pxn_relay [-d <device>] [-m <pxn md>] [-b]\n");
             return 2;
         }
     }
@@ -211,8 +237,10 @@ int main(int argc, char **argv)
            getenv("UCX_PXN_GROUP") ? getenv("UCX_PXN_GROUP") : "default");
     fflush(stdout);
 
-    int sig;
-    sigwait(&stop, &sig);
+    int sig = busy ? busy_wait(stop) : 0;
+    if (!busy) {
+        sigwait(&stop, &sig);
+    }
 
     const bool have = read_counters(&c);
     uct_iface_close(iface); /* drains in-flight pieces, removes the entry */
@@ -220,10 +248,14 @@ int main(int argc, char **argv)
     ucs_async_context_destroy(async);
     uct_md_close(md);
     if (have) {
+        const pxn::abi::LatencyHistogram &p = c.relay.pickup;
         printf("ucx_pxn_relay: stopped by signal %d: relayed %lu pieces, %lu "
-               "bytes, %lu failed, %lu rejected, %lu lanes served\n", sig,
+               "bytes, %lu failed, %lu rejected, %lu lanes served; doorbell to "
+               "pickup mean %.1f us, %lu of %lu over 1 ms\n", sig,
                c.relay.pieces, c.relay.bytes, c.relay.failed_pieces,
-               c.relay.rejected, c.relay.lane_resets);
+               c.relay.rejected, c.relay.lane_resets,
+               p.count ? p.sum_ns / 1e3 / p.count : 0.0,
+               pxn::abi::latency_over(p, 1000000), p.count);
     }
     return 0;
 }

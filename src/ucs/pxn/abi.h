@@ -49,7 +49,7 @@ namespace pxn {
 namespace abi {
 
 constexpr uint64_t kMagic      = 0x314e58505843556full; /* "oUCXPXN1" */
-constexpr uint32_t kAbiVersion = 7;
+constexpr uint32_t kAbiVersion = 8;
 constexpr size_t   kCacheLine  = 64;
 constexpr size_t   kNameMax    = 64;  /* NUL-terminated names */
 constexpr size_t   kHandleMax  = 128; /* arena export handle */
@@ -137,6 +137,22 @@ struct alignas(kCacheLine) ProcessHeader {
 };
 
 /*
+ * How long something waited, as a histogram: count and sum of the samples
+ * (ns) and how many fell into each bucket (not cumulative): bucket i < 7
+ * holds samples of at most kLatencyBoundsNs[i], bucket 7 the rest. Added
+ * to with relaxed atomic adds (record_latency), by any number of writers.
+ */
+constexpr uint32_t kLatencyBuckets = 8;
+constexpr uint64_t kLatencyBoundsNs[kLatencyBuckets - 1] = {
+    10000, 50000, 100000, 500000, 1000000, 4000000, 16000000};
+
+struct LatencyHistogram {
+    uint64_t count;
+    uint64_t sum_ns;
+    uint64_t buckets[kLatencyBuckets];
+};
+
+/*
  * Counters of one relay process, at kCountersOffset of its control file,
  * for inspection tools and tests. The relay block has one writer (the
  * engine thread, relaxed stores); the sender block holds the process's
@@ -170,6 +186,8 @@ struct alignas(kCacheLine) RelayCounters {
     uint64_t inner_ops;     /* inner operations posted (an SGL counts once) */
     uint64_t inner_sgl_ops; /* of which scatter-gather operations of several
                                slices (put/get_sgl_zcopy) */
+    LatencyHistogram pickup; /* a CPU-rung doorbell (LaneProducer::rung_ns)
+                                to the relay taking its piece */
 };
 
 struct alignas(kCacheLine) SenderCounters {
@@ -189,6 +207,9 @@ struct alignas(kCacheLine) SenderCounters {
     uint64_t spare_misses;  /* ep-to-ep endpoints created while a lane had
                                no spare relay ep: they cannot send to its
                                rail */
+    LatencyHistogram completion; /* the relay writing a completion
+                                    (LaneConsumer::completed_ns) to a
+                                    sender reaping it */
 };
 
 struct ProcessCounters {
@@ -221,7 +242,11 @@ struct alignas(kCacheLine) LaneProducer {
                            staging error): written (seq_cst) before any of
                            them is reported; the relay posts no inner
                            operation of that incarnation once it reads it */
-    uint8_t  reserved[32];
+    uint64_t rung_ns;   /* CLOCK_MONOTONIC of the last doorbell rung by the
+                           CPU, written before it (relaxed; a GPU-rung
+                           doorbell writes 0 first); for the relay's pickup
+                           histogram only */
+    uint8_t  reserved[24];
 };
 
 /* Written only by the relay. */
@@ -232,7 +257,11 @@ struct alignas(kCacheLine) LaneConsumer {
     int32_t  ack_status; /* ucs_status_t of that acknowledgement: UCS_OK,
                             or why the lane cannot be used (no memory for
                             its slots); written before lane_epoch */
-    uint8_t  reserved[36];
+    uint32_t reserved0;
+    uint64_t completed_ns; /* CLOCK_MONOTONIC of the last completion entry,
+                              written before it (relaxed); for the sender's
+                              completion histogram only */
+    uint8_t  reserved[24];
 };
 
 /*
@@ -410,7 +439,7 @@ constexpr uint64_t kCountersOffset = 1024;
 static_assert(sizeof(ProcessHeader) <= kCountersOffset, "counters after header");
 static_assert(kCountersOffset + sizeof(ProcessCounters) <= kLaneOffset,
               "counters before lane 0");
-static_assert(sizeof(RelayCounters) == 192 && sizeof(SenderCounters) == 128,
+static_assert(sizeof(RelayCounters) == 256 && sizeof(SenderCounters) == 192,
               "counter blocks ABI");
 
 /* --- access to concurrently used fields -------------------------------- */
@@ -450,6 +479,28 @@ template<typename T> inline void store_seq_cst(T &field, T value)
 inline void bump(uint64_t &counter, uint64_t by = 1)
 {
     store_relaxed(counter, load_relaxed(counter) + by);
+}
+
+/* One sample of `ns` into a histogram; any number of writers. */
+inline void record_latency(LatencyHistogram &h, uint64_t ns)
+{
+    uint32_t b = 0;
+    while ((b < kLatencyBuckets - 1) && (ns > kLatencyBoundsNs[b])) {
+        ++b;
+    }
+    __atomic_fetch_add(&h.count, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&h.sum_ns, ns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&h.buckets[b], 1, __ATOMIC_RELAXED);
+}
+
+/* Samples over `ns`, a bound of kLatencyBoundsNs: the buckets above it. */
+inline uint64_t latency_over(const LatencyHistogram &h, uint64_t ns)
+{
+    uint64_t over = 0;
+    for (uint32_t b = 1; b < kLatencyBuckets; ++b) {
+        over += (kLatencyBoundsNs[b - 1] >= ns) ? load_relaxed(h.buckets[b]) : 0;
+    }
+    return over;
 }
 
 } // namespace abi

@@ -5,9 +5,10 @@
 #include <ucs/debug/log_def.h>
 
 #include <cerrno>
+#include <ctime>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -84,11 +85,33 @@ void Engine::wake()
     }
 }
 
+namespace {
+
+inline void cpu_relax()
+{
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+uint64_t now_ns()
+{
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+} // namespace
+
 void Engine::loop()
 {
+    /* Short naps end when asked, not up to 50 us later (the default slack). */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     client_->thread_init();
     std::vector<pollfd> fds;
-    unsigned idle = 0;
+    uint64_t idle_since = 0; /* 0: the last round did work */
 
     ForkGate::enter();
     while (!stop_.load(std::memory_order_acquire)) {
@@ -97,17 +120,19 @@ void Engine::loop()
             ForkGate::enter();
         }
         if (client_->work() != 0) {
-            idle = 0;
+            idle_since = 0;
             continue;
         }
-        if (++idle < options_.spin_rounds) {
-            /* Stay responsive without starving others on a busy machine
-             * (the target's receive, the application's own threads). */
-            sched_yield();
+        const uint64_t now = now_ns();
+        if (idle_since == 0) {
+            idle_since = now;
+        }
+        if (now - idle_since < options_.spin_ns) {
+            cpu_relax();
             continue;
         }
-        idle = 0;
-        if (!client_->may_sleep()) {
+        const Nap nap = client_->may_sleep();
+        if (nap == Nap::kNone) {
             continue;
         }
         fds.clear();
@@ -116,8 +141,11 @@ void Engine::loop()
         for (int fd : client_->wait_fds()) {
             fds.push_back({fd, POLLIN, 0});
         }
+        const uint64_t ns = (nap == Nap::kShort) ? options_.poll_ns :
+                            uint64_t(options_.sleep_ms) * 1000000ull;
+        const timespec timeout = {time_t(ns / 1000000000ull), long(ns % 1000000000ull)};
         ForkGate::leave();
-        const int ready = poll(fds.data(), fds.size(), options_.sleep_ms);
+        const int ready = ppoll(fds.data(), fds.size(), &timeout, nullptr);
         ForkGate::enter();
         if ((ready < 0) && (errno != EINTR)) {
             ucs_warn("pxn: engine poll failed: %m");
@@ -127,11 +155,12 @@ void Engine::loop()
             /* EAGAIN: no wake() since the last sleep */
         }
         client_->woke();
-        if (ready == 0) {
-            /* A periodic wakeup (heartbeat): one round of work, then back
-             * to sleep without spinning, so an idle relay costs nothing. */
-            idle = options_.spin_rounds - 1;
-        }
+        /* Woken by an fd: spin again after the work it brought (pieces come
+         * in bursts). A nap that timed out (a heartbeat, or polling for
+         * completions) does one round and naps again without spinning, so
+         * that an idle relay costs nothing and a polling one leaves the
+         * core to others between its rounds. */
+        idle_since = (ready > 0) ? 0 : idle_since;
     }
     ForkGate::leave();
 }

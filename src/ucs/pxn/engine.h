@@ -9,10 +9,18 @@
  * keepalive, tcp accepts and timers; a thread of our own busy-polls while
  * pieces flow and blocks in poll() when idle.
  *
- * Loop contract: work() is called until it returns 0 for `spin` consecutive
- * rounds; then, if may_sleep() agrees (it must announce the sleep to
- * senders and re-check for work, see wakeup.h), the thread blocks in poll()
- * on the given fds for at most `sleep_ms` and calls woke() afterwards.
+ * Loop contract: work() is called while it returns work, then again
+ * without pause for `spin_ns` (the next piece of a transfer usually comes
+ * within it). Then may_sleep() says how long the thread may block (having
+ * announced the sleep to senders and re-checked for work, see wakeup.h):
+ * not at all (work is pending: a round follows at once), `poll_ns` (work is
+ * expected that no fd announces: completions to poll, a doorbell a GPU
+ * stream will ring) or `sleep_ms` (every source of work has an fd). The
+ * thread blocks in ppoll() on the client's fds for that long and calls
+ * woke() afterwards. It never yields its core while runnable: a thread that
+ * sched_yield()s to a busy-polling neighbour gets the core back only when
+ * the scheduler's tick preempts the neighbour (docs/relay-engine.md), while
+ * a thread that blocks is run again as soon as it is woken.
  * The thread holds the ForkGate (fork.h) except while it sleeps and
  * between two rounds when a fork is pending: a fork() of the process never
  * catches it inside a round.
@@ -23,18 +31,27 @@
 #include <ucs/type/status.h>
 
 #include <atomic>
+#include <cstdint>
 #include <thread>
 #include <vector>
 
 namespace pxn {
+
+/* How long the engine thread may block (EngineClient::may_sleep). */
+enum class Nap {
+    kNone,  /* work is pending: another round now */
+    kShort, /* work is expected without an fd to announce it: poll_ns */
+    kLong   /* every source of work has an fd: sleep_ms */
+};
 
 class EngineClient {
 public:
     virtual ~EngineClient() = default;
     /* One round of work; returns how much was done. */
     virtual unsigned work() = 0;
-    /* Called before blocking; false cancels the sleep. */
-    virtual bool may_sleep() = 0;
+    /* Called before blocking; for kShort and kLong the client has announced
+     * the sleep to everyone whose work must wake it. */
+    virtual Nap may_sleep() = 0;
     /* Called after poll() returned, whatever the reason. */
     virtual void woke() = 0;
     /* The fds to block on (readable = work may be waiting). */
@@ -46,8 +63,9 @@ public:
 class Engine {
 public:
     struct Options {
-        unsigned spin_rounds = 2000; /* idle rounds before sleeping */
-        int      sleep_ms    = 100;  /* longest sleep (heartbeat period) */
+        uint64_t spin_ns  = 50000; /* idle rounds without pause before a nap */
+        uint64_t poll_ns  = 20000; /* a short nap (Nap::kShort) */
+        int      sleep_ms = 100;   /* longest sleep (heartbeat period) */
     };
 
     Engine() = default;

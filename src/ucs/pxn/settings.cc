@@ -1,10 +1,12 @@
 #include "settings.h"
 
 #include "control_file.h"
+#include "cpu_list.h"
 #include "rail_map.h"
 #include "seq.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <sstream>
 #include <strings.h>
@@ -190,7 +192,41 @@ ucs_status_t validate(const Settings &s, std::string *error)
         return out_of_range(error, "RELAY_SLICE_MERGE", s.relay_slice_merge,
                             "must be smaller than UCX_PXN_RELAY_SLICE");
     }
+    if (!std::isfinite(s.engine_spin) || (s.engine_spin < 0) || (s.engine_spin > 10e-3)) {
+        return out_of_range(error, "ENGINE_SPIN", s.engine_spin,
+                            "must be a time of 0..10ms");
+    }
+    if (!std::isfinite(s.engine_poll) || (s.engine_poll < 1e-6) ||
+        (s.engine_poll > 10e-3)) {
+        return out_of_range(error, "ENGINE_POLL", s.engine_poll,
+                            "must be a time of 1us..10ms");
+    }
+    std::vector<int> cpus;
+    std::string bad_cpus;
+    if ((s.engine_cpus != "auto") && (s.engine_cpus != "inherit") &&
+        !parse_cpu_list(s.engine_cpus, &cpus, &bad_cpus)) {
+        return out_of_range(error, "ENGINE_CPUS", "'" + s.engine_cpus + "'",
+                            "must be auto, inherit or a CPU list such as 0-3,8 (" +
+                            bad_cpus + ")");
+    }
+    int nice;
+    if ((s.engine_nice != "inherit") && !engine_nice_value(s, &nice)) {
+        return out_of_range(error, "ENGINE_NICE", "'" + s.engine_nice + "'",
+                            "must be inherit or a nice value of -20..19");
+    }
     return UCS_OK;
+}
+
+bool engine_nice_value(const Settings &s, int *nice)
+{
+    const std::string &t = s.engine_nice;
+    size_t at = ((t.size() > 1) && (t[0] == '-')) ? 1 : 0;
+    if ((t.size() - at < 1) || (t.size() - at > 2) ||
+        !std::all_of(t.begin() + at, t.end(), [](char c) { return isdigit(c); })) {
+        return false;
+    }
+    *nice = std::stoi(t);
+    return (*nice >= -20) && (*nice <= 19);
 }
 
 uint64_t relay_footprint(const Geometry &g, bool host_arena)

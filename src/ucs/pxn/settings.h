@@ -103,7 +103,14 @@ struct Settings {
     uint64_t                 relay_slice_merge = 4096;
     bool                     relay_sgl         = true; /* inner SGL ops */
     uint64_t                 initial_seq       = 0; /* new lanes count from here */
+    double                   engine_spin       = 50e-6; /* seconds */
+    double                   engine_poll       = 20e-6; /* seconds */
+    std::string              engine_cpus       = "auto"; /* cpu_list.h */
+    std::string              engine_nice       = "inherit";
 };
+
+/* UCX_PXN_ENGINE_NICE as a number; false for "inherit". */
+bool engine_nice_value(const Settings &settings, int *nice);
 
 /* 1..64 characters of [A-Za-z0-9_.-], and not "." or "..". */
 bool is_valid_group_name(const std::string &group);

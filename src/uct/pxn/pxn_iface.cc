@@ -172,8 +172,8 @@ int uct_pxn_iface_is_reachable(const uct_iface_h tl_iface,
 /* pxn's counters as UCX shows them (VFS files, statistics counters), in
  * the order of kCounterNames: the relay's of this iface's home rail, then
  * the process's sender counters. */
-static constexpr unsigned kNumRelayCounters = 12;
-static constexpr unsigned kNumCounters      = 21;
+static constexpr unsigned kNumRelayCounters = 15;
+static constexpr unsigned kNumCounters      = 27;
 /* and, after them, the age of the last completion of each block */
 static constexpr unsigned kNumStats = kNumCounters + 2;
 static const char *const kCounterNames[kNumCounters] = {
@@ -181,26 +181,42 @@ static const char *const kCounterNames[kNumCounters] = {
     "relay/rejected_descriptors", "relay/routes", "relay/route_errors",
     "relay/lane_resets", "relay/inflight", "relay/fenced", "relay/rkeys_held",
     "relay/inner_ops", "relay/inner_sgl_ops",
+    "relay/pickup_samples", "relay/pickup_total_ns", "relay/pickup_over_1ms",
     "sender/pieces", "sender/bytes", "sender/credit_stalls", "sender/failed_ops",
     "sender/fallback_ops", "sender/fallback_bytes", "sender/lanes",
-    "sender/gather_pieces", "sender/spare_misses"};
+    "sender/gather_pieces", "sender/spare_misses", "sender/completion_samples",
+    "sender/completion_total_ns", "sender/completion_over_1ms"};
+
+/* The histogram counters of a block: samples, their sum, those over 1 ms. */
+static uint64_t uct_pxn_latency_counter(const pxn::abi::LatencyHistogram &h,
+                                        unsigned which)
+{
+    return (which == 0) ? pxn::abi::load_relaxed(h.count) :
+           (which == 1) ? pxn::abi::load_relaxed(h.sum_ns) :
+                          pxn::abi::latency_over(h, 1000000);
+}
 
 /* Counter `i` of kCounterNames, now. */
 static uint64_t uct_pxn_counter(Hub *hub, unsigned i)
 {
+    constexpr unsigned kPlainRelay  = kNumRelayCounters - 3;
+    constexpr unsigned kPlainSender = kNumCounters - kNumRelayCounters - 3;
     if (i < kNumRelayCounters) {
         const pxn::abi::RelayCounters &r = hub->relay_counters().relay;
-        const uint64_t *const values[kNumRelayCounters] = {
+        const uint64_t *const values[kPlainRelay] = {
             &r.pieces, &r.bytes, &r.failed_pieces, &r.rejected, &r.routes,
             &r.route_errors, &r.lane_resets, &r.inflight, &r.fenced,
             &r.rkeys_held, &r.inner_ops, &r.inner_sgl_ops};
-        return pxn::abi::load_relaxed(*values[i]);
+        return (i < kPlainRelay) ? pxn::abi::load_relaxed(*values[i]) :
+               uct_pxn_latency_counter(r.pickup, i - kPlainRelay);
     }
     const pxn::abi::SenderCounters &c = hub->sender_counters();
-    const uint64_t *const values[kNumCounters - kNumRelayCounters] = {
+    const uint64_t *const values[kPlainSender] = {
         &c.pieces, &c.bytes, &c.credit_stalls, &c.failed_ops, &c.fallback_ops,
         &c.fallback_bytes, &c.lanes, &c.gather_pieces, &c.spare_misses};
-    return pxn::abi::load_relaxed(*values[i - kNumRelayCounters]);
+    i -= kNumRelayCounters;
+    return (i < kPlainSender) ? pxn::abi::load_relaxed(*values[i]) :
+           uct_pxn_latency_counter(c.completion, i - kPlainSender);
 }
 
 /* CLOCK_MONOTONIC of the last completion: 0 relay, 1 sender (0: none). */

@@ -53,6 +53,10 @@ typedef struct uct_pxn_md_config {
     size_t                   relay_slice_merge;
     int                      relay_sgl;
     unsigned long            initial_seq;
+    double                   engine_spin;
+    double                   engine_poll;
+    char                     *engine_cpus;
+    char                     *engine_nice;
 } uct_pxn_md_config_t;
 
 /*

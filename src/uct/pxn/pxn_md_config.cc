@@ -218,6 +218,33 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      "re-establishment lanes count from 0.",
      ucs_offsetof(uct_pxn_md_config_t, initial_seq), UCS_CONFIG_TYPE_ULONG},
 
+    {"ENGINE_SPIN", "50us",
+     "After its last piece of work the engine thread (relays, inner progress)\n"
+     "keeps looking for more this long without pause, then blocks until a\n"
+     "sender's doorbell or an inner event wakes it. It never yields its core\n"
+     "while runnable (docs/relay-engine.md). 0..10ms.",
+     ucs_offsetof(uct_pxn_md_config_t, engine_spin), UCS_CONFIG_TYPE_TIME},
+
+    {"ENGINE_POLL", "20us",
+     "While work is expected that no event announces (completions of an inner\n"
+     "transport without an event fd, a doorbell a GPU stream will ring), the\n"
+     "engine thread sleeps this long between rounds, leaving the core to\n"
+     "others. 1us..10ms.",
+     ucs_offsetof(uct_pxn_md_config_t, engine_poll), UCS_CONFIG_TYPE_TIME},
+
+    {"ENGINE_CPUS", "auto",
+     "CPUs the engine thread runs on: 'auto' (those of the process's CPUs that\n"
+     "are local to its GPU, as NCCL places its proxy thread; all of them\n"
+     "when the GPU is not known), 'inherit' (the process's CPUs), or a list\n"
+     "such as 0-3,8 (of which those the process may use).",
+     ucs_offsetof(uct_pxn_md_config_t, engine_cpus), UCS_CONFIG_TYPE_STRING},
+
+    {"ENGINE_NICE", "inherit",
+     "Nice value of the engine thread: 'inherit' (the process's), or -20..19.\n"
+     "Below the process's own it needs CAP_SYS_NICE or RLIMIT_NICE; refused,\n"
+     "the thread keeps the process's and one warning says so.",
+     ucs_offsetof(uct_pxn_md_config_t, engine_nice), UCS_CONFIG_TYPE_STRING},
+
     {NULL}
 };
 
@@ -327,6 +354,10 @@ ucs_status_t uct_pxn_md_settings(const uct_pxn_md_config_t *config,
     s.relay_slice        = config->relay_slice;
     s.relay_slice_merge  = config->relay_slice_merge;
     s.relay_sgl          = (config->relay_sgl != 0);
+    s.engine_spin        = config->engine_spin;
+    s.engine_poll        = config->engine_poll;
+    s.engine_cpus        = config->engine_cpus;
+    s.engine_nice        = config->engine_nice;
     return pxn::validate(s, error);
 }
 

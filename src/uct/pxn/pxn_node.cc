@@ -1,6 +1,7 @@
 #include "pxn_node.h"
 
 #include "pxn_cuda.h"
+#include "pxn_engine_place.h"
 #include "pxn_log.h"
 
 #include <ucs/debug/log_def.h>
@@ -74,7 +75,10 @@ ucs_status_t Node::start()
     const int gpu = (settings_.cuda_device >= 0) ? settings_.cuda_device :
                                                    current_gpu();
     gpu_.store(gpu, std::memory_order_release);
-    return engine_.start(this, Engine::Options());
+    Engine::Options options;
+    options.spin_ns = uint64_t(settings_.engine_spin * 1e9);
+    options.poll_ns = uint64_t(settings_.engine_poll * 1e9);
+    return engine_.start(this, options);
 }
 
 Node::~Node()
@@ -334,6 +338,7 @@ void Node::start_deferred(Retired *retired)
     deferred_ready_.store(false, std::memory_order_relaxed);
     if ((engine_gpu_ != gpu()) && (use_gpu(gpu()) == UCS_OK)) {
         engine_gpu_ = gpu();
+        place_engine_thread(settings_, engine_gpu_, engine_cpus_);
     }
     std::vector<std::string> devices;
     devices.swap(deferred_);
@@ -385,9 +390,10 @@ void Node::fold_counters()
     uint64_t *from_fields   = &sender_totals_.pieces;
     uint64_t *to_fields     = &to.pieces;
     /* every field but last_completion_ns is a sum (lanes: a gauge, whose
-     * decrements are additions of 2^64 - 1) */
-    constexpr size_t kFields = offsetof(abi::SenderCounters, spare_misses) /
-                               sizeof(uint64_t) + 1;
+     * decrements are additions of 2^64 - 1; the completion histogram's
+     * fields too) */
+    constexpr size_t kFields = (offsetof(abi::SenderCounters, completion) +
+                                sizeof(abi::LatencyHistogram)) / sizeof(uint64_t);
     constexpr size_t kLast   = offsetof(abi::SenderCounters, last_completion_ns) /
                                sizeof(uint64_t);
     for (size_t i = 0; i < kFields; ++i) {
@@ -431,6 +437,8 @@ ucs_status_t Node::sender_for(const void *worker, std::shared_ptr<Sender> *sende
 
 void Node::thread_init()
 {
+    engine_cpus_ = thread_cpus(); /* what the process allowed it */
+    place_engine_thread(settings_, gpu(), engine_cpus_);
     /* cuda_ipc operations and the GPU arena need a context on this thread. */
     if ((gpu() >= 0) && (use_gpu(gpu()) == UCS_OK)) {
         engine_gpu_ = gpu();
@@ -462,37 +470,40 @@ unsigned Node::work()
     return work;
 }
 
-bool Node::may_sleep()
+Nap Node::may_sleep()
 {
     std::lock_guard<std::mutex> guard(mutex_);
     if (deferred_ready_.load(std::memory_order_acquire)) {
-        return false;
+        return Nap::kNone;
     }
     fold_counters(); /* the file is current while we sleep */
     for (const Port &port : ports_) {
         std::lock_guard<std::mutex> net_guard(port.net->lock());
         if ((port.net->event_fd() >= 0) && (port.net->arm() != UCS_OK)) {
-            return false; /* events pending */
+            return Nap::kNone; /* events pending */
         }
     }
-    for (const auto &relay : relays_) {
-        if ((relay->inflight() != 0) && (relay->net().event_fd() < 0)) {
-            return false; /* completions need polling */
-        }
-    }
+    /* Completions of a port without an event fd must be polled for. */
+    Nap nap = std::any_of(relays_.begin(), relays_.end(), [](const auto &r) {
+                  return (r->inflight() != 0) && (r->net().event_fd() < 0);
+              }) ? Nap::kShort : Nap::kLong;
     for (const auto &relay : relays_) {
         relay->wakeup().prepare_sleep();
     }
     for (const auto &relay : relays_) {
         std::lock_guard<std::mutex> net_guard(relay->net().lock());
-        if (relay->has_work()) {
+        const Relay::Pending pending = relay->pending();
+        if (pending == Relay::Pending::kNow) {
             for (const auto &r : relays_) {
                 r->wakeup().cancel_sleep();
             }
-            return false;
+            return Nap::kNone;
+        }
+        if (pending == Relay::Pending::kSoon) {
+            nap = Nap::kShort;
         }
     }
-    return true;
+    return nap;
 }
 
 void Node::woke()

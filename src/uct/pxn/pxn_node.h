@@ -100,7 +100,7 @@ public:
 
     /* EngineClient (engine thread) */
     unsigned work() override;
-    bool     may_sleep() override;
+    Nap      may_sleep() override;
     void     woke() override;
     std::vector<int> wait_fds() override;
     void     thread_init() override;
@@ -160,6 +160,7 @@ private:
     abi::ProcessCounters                    zeros_{};
     Engine                                  engine_;
     int                                     engine_gpu_ = -1;
+    std::vector<int>                        engine_cpus_; /* inherited */
 };
 
 } // namespace uct

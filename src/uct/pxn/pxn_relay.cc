@@ -234,6 +234,15 @@ unsigned Relay::serve_routes(Lane &lane)
     return work;
 }
 
+/* The time first (LaneConsumer::completed_ns): a sender that reads the
+ * entry reads a time at least as new. */
+void Relay::complete(Lane &lane, uint64_t seq, ucs_status_t status)
+{
+    abi::store_relaxed(lane.block.consumer().completed_ns, monotonic_ns());
+    complete_piece(&lane.block.completion(0), &lane.block.consumer(), &lane.tracker,
+                   seq, status);
+}
+
 Relay::Piece *Relay::free_piece()
 {
     for (Piece &piece : pieces_) {
@@ -296,14 +305,19 @@ unsigned Relay::start_piece(Lane &lane)
         const uint64_t seq = lane.next_seq++;
         abi::store_release(lane.block.consumer().consumed, seq);
         abi::bump(counters_->fenced);
-        complete_piece(&lane.block.completion(0), &lane.block.consumer(),
-                       &lane.tracker, seq, UCS_ERR_CANCELED);
+        complete(lane, seq, UCS_ERR_CANCELED);
         return 1;
     }
     lane.stalled_since = 0;
     Piece *piece = free_piece();
     if (piece == nullptr) {
         return 0;
+    }
+    /* After the doorbell's acquire: the time of that ring or a later one. */
+    const uint64_t rung = abi::load_relaxed(producer.rung_ns);
+    const uint64_t now  = monotonic_ns();
+    if ((rung != 0) && (now >= rung)) {
+        abi::record_latency(counters_->pickup, now - rung);
     }
 
     const uint64_t seq  = lane.next_seq++;
@@ -330,16 +344,14 @@ unsigned Relay::start_piece(Lane &lane)
         /* A well-formed piece on a route whose inner ep failed: the target
          * is gone from here (a new route gets a new ep). */
         abi::bump(counters_->failed_pieces);
-        complete_piece(&lane.block.completion(0), &lane.block.consumer(),
-                       &lane.tracker, seq, UCS_ERR_UNREACHABLE);
+        complete(lane, seq, UCS_ERR_UNREACHABLE);
         return 1;
     }
     if (status != UCS_OK) {
         abi::bump(counters_->rejected);
         ucs_debug("pxn: relay rejected seq %lu of lane %u: %s", seq,
                   lane.index, desc_reason_name(reason));
-        complete_piece(&lane.block.completion(0), &lane.block.consumer(),
-                       &lane.tracker, seq, status);
+        complete(lane, seq, status);
         return 1;
     }
 
@@ -474,8 +486,7 @@ void Relay::finish(Piece &piece)
             ucs_debug("pxn: relay seq %lu failed: %s", piece.seq,
                       ucs_status_string(status));
         }
-        complete_piece(&lane.block.completion(0), &lane.block.consumer(),
-                       &lane.tracker, piece.seq, status);
+        complete(lane, piece.seq, status);
     }
     piece.active = false;
     --lane.inflight;
@@ -538,36 +549,43 @@ void Relay::sweep_owners(uint64_t now)
     }
 }
 
-bool Relay::has_work() const
+Relay::Pending Relay::pending() const
 {
     const uint64_t now = monotonic_ns();
+    Pending pending    = Pending::kNone;
     for (const Lane &lane : lanes_) {
         const abi::LaneOwner &owner = lane.block.owner();
         if (abi::load_acquire(owner.lane_epoch) != lane.epoch) {
             if ((lane.epoch != 0) ||
                 (abi::load_acquire(owner.state) == abi::kLaneClaimed)) {
-                return true;
+                return Pending::kNow;
             }
         }
         if (lane.epoch == 0) {
             continue;
         }
-        /* A committed descriptor is work until its doorbell comes (a GPU
-         * stream rings it without notifying), but only for kStallNs: a
-         * sender that died before ringing must not keep us spinning. */
-        if ((abi::load_acquire(lane.block.producer().head) >= lane.next_seq) &&
-            ((lane.stalled_since == 0) ||
-             (now - lane.stalled_since < kStallNs))) {
-            return true;
-        }
         for (uint32_t i = 0; i < abi::kRouteMailboxes; ++i) {
             const uint64_t gen = route_request_gen(&lane.block.route(i).request);
             if ((gen != 0) && (gen != lane.mailbox_gen[i])) {
-                return true;
+                return Pending::kNow;
             }
         }
+        const abi::LaneProducer &producer = lane.block.producer();
+        if (abi::load_acquire(producer.head) < lane.next_seq) {
+            continue;
+        }
+        if ((abi::load_acquire(producer.doorbell) >= lane.next_seq) &&
+            (inflight_ < pieces_.size())) {
+            return Pending::kNow;
+        }
+        /* Not rung yet, or waiting for a piece to free up (whose completion
+         * wakes us where the inner transport has events): a sender that
+         * died before ringing must not keep us polling past kStallNs. */
+        if ((lane.stalled_since == 0) || (now - lane.stalled_since < kStallNs)) {
+            pending = Pending::kSoon;
+        }
     }
-    return false;
+    return pending;
 }
 
 } // namespace uct

@@ -19,7 +19,7 @@
  * - at most one new piece per lane per round, round-robin over lanes, at
  *   most UCX_PXN_INFLIGHT_DEPTH pieces forwarded at once over all lanes;
  * - route mailboxes are read every kRouteRounds rounds (control traffic;
- *   has_work() still sees a request at once);
+ *   pending() still sees a request at once);
  * - a lane without a published piece or without credit is skipped, never
  *   waited for;
  * - a new lane incarnation (lane_epoch) is acknowledged only after every
@@ -97,9 +97,13 @@ public:
     unsigned progress();
     /* Pieces forwarded right now. */
     unsigned inflight() const { return inflight_; }
-    /* Cheap check for work that appeared (doorbells, route requests,
-     * owners), used after announcing sleep. */
-    bool has_work() const;
+    /* Cheap check for work that appeared, used after announcing sleep:
+     * kNow for a doorbell rung with a piece free to take it, a route
+     * request or a new owner; kSoon for a committed descriptor whose
+     * doorbell has not come (for at most kStallNs: a GPU stream rings it
+     * without notifying, so it must be polled for); kNone otherwise. */
+    enum class Pending { kNone, kSoon, kNow };
+    Pending pending() const;
     /* Frees the lanes of senders that died (at most every kOwnerSweepNs;
      * `now`: monotonic_ns()). */
     void sweep_owners(uint64_t now);
@@ -187,6 +191,8 @@ private:
     bool     fill(Piece &piece, size_t max);
     void     finish(Piece &piece);
     Piece   *free_piece();
+    /* Writes the completion of `seq` (complete_piece), stamped. */
+    void     complete(Lane &lane, uint64_t seq, ucs_status_t status);
     /* A committed descriptor whose doorbell does not come: is its owner
      * still there? */
     void     check_stall(Lane &lane);

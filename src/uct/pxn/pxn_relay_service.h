@@ -89,7 +89,7 @@ public:
         }
         return (now - last_work_ns_ >= kQuietNs) ? arena_->tend(now) : 0;
     }
-    bool     has_work() const { return relay_->has_work(); }
+    Relay::Pending pending() const { return relay_->pending(); }
     unsigned inflight() const { return relay_->inflight(); }
     void     heartbeat(uint64_t now_ns);
     RelayWakeup &wakeup() { return wakeup_; }

@@ -438,6 +438,7 @@ unsigned SendLane::deliver()
 unsigned SendLane::reap()
 {
     unsigned work          = 0;
+    uint64_t reaped_at     = 0;
     const LaneBlock &block = control_.block();
     while (read_ < published_) {
         const uint64_t seq  = read_ + 1;
@@ -445,6 +446,13 @@ unsigned SendLane::reap()
         SlotRecord &record  = records_[slot];
         if (!read_completion(&block.completion(slot), seq, &record.status)) {
             break;
+        }
+        /* After the entry's acquire: the time of that write or a later one
+         * (the clock read here, after it: tick()'s may be older). */
+        const uint64_t written = abi::load_relaxed(block.consumer().completed_ns);
+        reaped_at = (reaped_at == 0) ? monotonic_ns() : reaped_at;
+        if ((written != 0) && (reaped_at >= written)) {
+            abi::record_latency(counters_->completion, reaped_at - written);
         }
         if ((record.op == abi::kOpGet) && (record.status == UCS_OK)) {
             record.status = copy_out(slot, record);

@@ -1,6 +1,7 @@
 #include "pxn_stager_cuda.h"
 
 #include <ucs/debug/log_def.h>
+#include <ucs/pxn/control_file.h>
 #include <ucs/pxn/seq.h>
 
 #include <algorithm>
@@ -413,6 +414,8 @@ ucs_status_t CudaStager::copy_piece(uint32_t slot_index)
 ucs_status_t CudaStager::ring_after_copies(uint64_t seq)
 {
     if (doorbell_dev_ != 0) {
+        /* its time is the GPU's: no pickup sample for it */
+        abi::store_relaxed(producer_->rung_ns, uint64_t(0));
         PXN_CU_CHECK(cu_->cuEventRecord(copied_, stream_), "cuEventRecord");
         PXN_CU_CHECK(cu_->cuStreamWaitEvent(doorbell_stream_, copied_, 0),
                      "cuStreamWaitEvent");
@@ -446,6 +449,7 @@ ucs_status_t CudaStager::commit(uint64_t seq, uint32_t slot_index, abi::Op op)
             ((gpu_rung_ == 0) ||
              (abi::load_acquire(producer_->doorbell) == gpu_rung_))) {
             gpu_rung_ = 0;
+            abi::store_relaxed(producer_->rung_ns, monotonic_ns());
             abi::store_release(producer_->doorbell, seq);
             return UCS_OK;
         }
@@ -469,6 +473,7 @@ unsigned CudaStager::progress()
     unsigned rung = 0;
     while (!pending_.empty() &&
            (cu_->cuEventQuery(pending_.front().event) == CUDA_SUCCESS)) {
+        abi::store_relaxed(producer_->rung_ns, monotonic_ns());
         abi::store_release(producer_->doorbell, pending_.front().seq);
         events_.push_back(pending_.front().event);
         pending_.pop_front();

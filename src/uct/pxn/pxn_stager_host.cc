@@ -3,6 +3,7 @@
 #include "pxn_cuda.h"
 
 #include <ucs/debug/log_def.h>
+#include <ucs/pxn/control_file.h>
 #include <ucs/pxn/seq.h>
 
 #include <cstring>
@@ -65,6 +66,7 @@ ucs_status_t HostStager::commit(uint64_t seq, uint32_t, abi::Op)
     if (add_status_ != UCS_OK) {
         return add_status_; /* not published: the lane is quarantined */
     }
+    abi::store_relaxed(producer_->rung_ns, monotonic_ns());
     abi::store_release(producer_->doorbell, seq);
     return UCS_OK;
 }

@@ -163,6 +163,37 @@ TEST_F(RelayLane, PutOfSeveralSlotsLandsInTargetMemory)
     EXPECT_TRUE(lane->idle());
 }
 
+/* What an operator reads for starvation: each piece the relay took after
+ * a CPU-rung doorbell is a pickup sample, each completion the sender reaped
+ * a completion sample, in their histograms' buckets. */
+TEST_F(RelayLane, PickupsAndCompletionsAreTimedIntoTheirHistograms)
+{
+    std::unique_ptr<SendLane> lane;
+    pxn::RouteAnswer route;
+    ASSERT_NO_FATAL_FAILURE(open_route(1 << 20, 7, &lane, &route));
+    const auto src = pattern(3 * 65536, 2);
+    const uct_iov_t iov = {const_cast<uint8_t*>(src.data()), src.size(), nullptr, 0, 1};
+    TestOwner owner;
+    Completion comp;
+    ASSERT_EQ(UCS_INPROGRESS,
+              lane->post(&owner, pxn::abi::kOpPut, route.route, lane_rkey(*lane),
+                         reinterpret_cast<uint64_t>(target_.data()), &iov, 1,
+                         &comp.comp));
+    ASSERT_TRUE(drive([&] { return comp.calls == 1; }));
+    const pxn::abi::LatencyHistogram &pickup     = relay_counters().pickup;
+    const pxn::abi::LatencyHistogram &completion = sender_counters_.completion;
+    EXPECT_EQ(relay_counters().pieces, pickup.count);
+    EXPECT_GE(completion.count, 3u);
+    for (const auto *h : {&pickup, &completion}) {
+        uint64_t in_buckets = 0;
+        for (uint64_t n : h->buckets) {
+            in_buckets += n;
+        }
+        EXPECT_EQ(h->count, in_buckets);
+        EXPECT_GT(h->sum_ns, 0u);
+    }
+}
+
 /* The fence: a sender that gave up on its lane (relay declared dead) has
  * reported its published pieces failed; the relay, still holding one piece
  * in flight (so it keeps the released lane), forwards none of the others. */

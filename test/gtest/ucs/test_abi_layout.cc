@@ -23,7 +23,7 @@ namespace abi = pxn::abi;
 TEST(AbiLayout, ConstantsArePinned)
 {
     EXPECT_EQ(0, std::memcmp(&abi::kMagic, "oUCXPXN1", 8));
-    EXPECT_EQ(7u, abi::kAbiVersion);
+    EXPECT_EQ(8u, abi::kAbiVersion);
     EXPECT_EQ(1u, abi::kLaneKeepRoutes);
     EXPECT_EQ(64u, abi::kCacheLine);
     EXPECT_EQ(64u, abi::kNameMax);
@@ -92,11 +92,14 @@ TEST(AbiLayout, ProcessHeader)
 TEST(AbiLayout, CountersSitBetweenHeaderAndLanes)
 {
     EXPECT_EQ(1024u, abi::kCountersOffset);
-    EXPECT_EQ(192u, sizeof(abi::RelayCounters));
-    EXPECT_EQ(128u, sizeof(abi::SenderCounters));
-    EXPECT_EQ(320u, sizeof(abi::ProcessCounters));
+    EXPECT_EQ(256u, sizeof(abi::RelayCounters));
+    EXPECT_EQ(192u, sizeof(abi::SenderCounters));
+    EXPECT_EQ(448u, sizeof(abi::ProcessCounters));
     EXPECT_EQ(0u, offsetof(abi::ProcessCounters, relay));
-    EXPECT_EQ(192u, offsetof(abi::ProcessCounters, sender));
+    EXPECT_EQ(256u, offsetof(abi::ProcessCounters, sender));
+    EXPECT_EQ(80u, sizeof(abi::LatencyHistogram));
+    EXPECT_EQ(144u, offsetof(abi::RelayCounters, pickup));
+    EXPECT_EQ(96u, offsetof(abi::SenderCounters, completion));
     EXPECT_EQ(64u, offsetof(abi::RelayCounters, last_completion_ns));
     EXPECT_EQ(64u, offsetof(abi::SenderCounters, last_completion_ns));
     EXPECT_EQ(0u, offsetof(abi::RelayCounters, pieces));
@@ -145,14 +148,17 @@ TEST(AbiLayout, LaneHeaderBlocks)
     EXPECT_FIELD(LaneProducer, doorbell, 8, 8);
     EXPECT_FIELD(LaneProducer, reaped, 16, 8);
     EXPECT_FIELD(LaneProducer, abandoned, 24, 8);
-    EXPECT_FIELD(LaneProducer, reserved, 32, 32);
+    EXPECT_FIELD(LaneProducer, rung_ns, 32, 8);
+    EXPECT_FIELD(LaneProducer, reserved, 40, 24);
 
     EXPECT_EQ(64u, sizeof(abi::LaneConsumer));
     EXPECT_FIELD(LaneConsumer, consumed, 0, 8);
     EXPECT_FIELD(LaneConsumer, completed, 8, 8);
     EXPECT_FIELD(LaneConsumer, lane_epoch, 16, 8);
     EXPECT_FIELD(LaneConsumer, ack_status, 24, 4);
-    EXPECT_FIELD(LaneConsumer, reserved, 28, 36);
+    EXPECT_FIELD(LaneConsumer, reserved0, 28, 4);
+    EXPECT_FIELD(LaneConsumer, completed_ns, 32, 8);
+    EXPECT_FIELD(LaneConsumer, reserved, 40, 24);
 
     EXPECT_EQ(128u, sizeof(abi::LaneMemory));
     EXPECT_FIELD(LaneMemory, gen, 0, 8);

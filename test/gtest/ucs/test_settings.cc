@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 namespace {
 
 pxn::Settings valid_settings()
@@ -98,6 +100,39 @@ TEST(Settings, NamesTheVariableOfEachBadField)
     s.relay_slice       = 65536;
     s.relay_slice_merge = 65536;
     EXPECT_EQ(0u, rejection(s).find("UCX_PXN_RELAY_SLICE_MERGE"));
+
+    s = valid_settings();
+    s.engine_spin = 0.5;
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_ENGINE_SPIN"));
+
+    s = valid_settings();
+    s.engine_poll = 0;
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_ENGINE_POLL"));
+
+    s = valid_settings();
+    s.engine_cpus = "0-";
+    EXPECT_EQ(0u, rejection(s).find("UCX_PXN_ENGINE_CPUS='0-'"));
+
+    for (const char *nice : {"20", "-21", "x", "", "--1", "100"}) {
+        s = valid_settings();
+        s.engine_nice = nice;
+        EXPECT_EQ(0u, rejection(s).find("UCX_PXN_ENGINE_NICE")) << nice;
+    }
+}
+
+TEST(Settings, EngineNiceIsInheritOrANiceValue)
+{
+    pxn::Settings s = valid_settings();
+    int nice = 99;
+    EXPECT_FALSE(pxn::engine_nice_value(s, &nice));
+    for (const char *text : {"-20", "0", "5", "19"}) {
+        s.engine_nice = text;
+        EXPECT_TRUE(pxn::engine_nice_value(s, &nice)) << text;
+        EXPECT_EQ(atoi(text), nice);
+    }
+    s.engine_cpus = "0-3,8";
+    std::string error;
+    EXPECT_EQ(UCS_OK, pxn::validate(s, &error)) << error;
 }
 
 TEST(Settings, RejectsArenaLargerThanLimit)

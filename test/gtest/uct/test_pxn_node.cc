@@ -14,6 +14,9 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <fstream>
+#include <sched.h>
+#include <sstream>
 #include <fcntl.h>
 #include <set>
 #include <unistd.h>
@@ -149,6 +152,102 @@ TEST_F(PxnNode, WithoutAGpuEachDeviceIsItsOwnHomeRail)
     EXPECT_GE(devices.size(), 2u) << out;
     EXPECT_NE(devices.end(), devices.find("rail3")) << out;
     EXPECT_EQ(devices, relays_of(group_, p->pid()));
+}
+
+} // namespace pxn_test
+
+namespace pxn_test {
+namespace {
+
+std::string read_file(const std::string &path)
+{
+    std::ifstream file(path);
+    return std::string((std::istreambuf_iterator<char>(file)), {});
+}
+
+/* The Cpus_allowed_list of a /proc status file. */
+std::string cpus_allowed(const std::string &status_path)
+{
+    const std::string status = read_file(status_path);
+    const size_t at          = status.find("Cpus_allowed_list:");
+    if (at == std::string::npos) {
+        return "";
+    }
+    const size_t from = status.find_first_not_of(" \t", at + 18);
+    return status.substr(from, status.find('\n', from) - from);
+}
+
+/* /proc of the thread named ucx-pxn of `pid`: its Cpus_allowed_list and
+ * nice value; false if there is none. */
+bool engine_thread(pid_t pid, std::string *cpus, int *nice)
+{
+    const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+    DIR *d = opendir(dir.c_str());
+    bool found = false;
+    for (dirent *e; !found && (d != nullptr) && ((e = readdir(d)) != nullptr);) {
+        const std::string task = dir + "/" + e->d_name;
+        if (read_file(task + "/comm") != "ucx-pxn\n") {
+            continue;
+        }
+        *cpus = cpus_allowed(task + "/status");
+        const std::string stat = read_file(task + "/stat");
+        std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+        std::string field;
+        for (int i = 3; (i <= 19) && (fields >> field); ++i) {
+            if (i == 19) {
+                *nice = std::stoi(field);
+            }
+        }
+        found = true;
+    }
+    if (d != nullptr) {
+        closedir(d);
+    }
+    return found;
+}
+
+/* The last CPU this process may run on. */
+int last_allowed_cpu()
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    sched_getaffinity(0, sizeof(set), &set);
+    int last = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        last = CPU_ISSET(cpu, &set) ? cpu : last;
+    }
+    return last;
+}
+
+} // namespace
+
+TEST_F(PxnNode, EngineThreadTakesTheCpusAndNiceValueItIsGiven)
+{
+    const int cpu = last_allowed_cpu();
+    BackgroundProcess *p = start("", 1, {"UCX_PXN_NET_TLS=cma", "UCX_PXN_RAIL_MAP=memory:r0",
+                                         "UCX_PXN_ENGINE_CPUS=" + std::to_string(cpu),
+                                         "UCX_PXN_ENGINE_NICE=5"});
+    ASSERT_NE(nullptr, p);
+    std::string cpus;
+    int nice = -100;
+    ASSERT_TRUE(engine_thread(p->pid(), &cpus, &nice)) << p->output();
+    EXPECT_EQ(std::to_string(cpu), cpus);
+    EXPECT_EQ(5, nice);
+}
+
+/* A list the process may not use (a cpuset or taskset elsewhere) leaves the
+ * engine where the process is, and says so once. */
+TEST_F(PxnNode, EngineThreadNeverLeavesTheProcesssCpus)
+{
+    BackgroundProcess *p = start("", 1, {"UCX_PXN_NET_TLS=cma", "UCX_PXN_RAIL_MAP=memory:r0",
+                                         "UCX_PXN_ENGINE_CPUS=8000-8001"});
+    ASSERT_NE(nullptr, p);
+    std::string cpus;
+    int nice = -100;
+    ASSERT_TRUE(engine_thread(p->pid(), &cpus, &nice)) << p->output();
+    EXPECT_EQ(cpus_allowed("/proc/" + std::to_string(p->pid()) + "/status"), cpus);
+    EXPECT_FALSE(cpus.empty());
+    EXPECT_NE(std::string::npos, p->output().find("names none of them")) << p->output();
 }
 
 } // namespace pxn_test
