@@ -247,6 +247,11 @@ TEST_F(PxnNode, EngineThreadNeverLeavesTheProcesssCpus)
     ASSERT_TRUE(engine_thread(p->pid(), &cpus, &nice)) << p->output();
     EXPECT_EQ(cpus_allowed("/proc/" + std::to_string(p->pid()) + "/status"), cpus);
     EXPECT_FALSE(cpus.empty());
+    /* The engine thread may say so after "ready": its line can sit in
+     * stdout's buffer (a file) until the program ends (SIGTERM: it closes
+     * UCT and returns). */
+    p->kill(SIGTERM);
+    EXPECT_EQ(0, p->wait(pxn_test::scaled_ms(10000))) << p->output();
     EXPECT_NE(std::string::npos, p->output().find("names none of them")) << p->output();
 }
 
