@@ -94,7 +94,7 @@ protected:
         for (const auto &kv : s) {
             if (kv.first.find("group=\"" + group(0) + "\"") != std::string::npos) {
                 char value[64];
-                snprintf(value, sizeof(value), " %g\n", kv.second);
+                snprintf(value, sizeof(value), " %.15g\n", kv.second);
                 out += kv.first + value;
             }
         }
@@ -192,12 +192,17 @@ TEST_F(PxnOperator, KilledRelayFailsTheCheckWithinItsBoundAndTheExporterShowsIt)
         return c.relay.bytes >= size / 4;
     })) << "the put did not get under way";
     const Samples under_way = scrape();
-    const pid_t   killed    = relay->pid();
+    /* and killed halfway (or as soon as it is past half) */
+    ASSERT_TRUE(wait_counters(0, relay, [&](const auto &c) {
+        return c.relay.bytes >= size / 2;
+    }));
+    const uint64_t at    = counters(0, relay).relay.bytes;
+    const pid_t   killed = relay->pid();
     kill_relay(0, relay);
     const std::string done = sender->receive(scaled_ms(20000));
     ASSERT_FALSE(done.empty()) << "sender hung";
-    std::cout << "[ put      ] " << done << " (relay " << killed
-              << " killed after a quarter)" << std::endl;
+    std::cout << "[ put      ] " << done << " (relay " << killed << " killed once "
+              << at << " of " << size << " bytes had gone through it)" << std::endl;
 
     const auto start = std::chrono::steady_clock::now();
     r = check();
