@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -22,7 +23,7 @@ namespace {
 
 /* One row per counter of abi.h: a new counter is one line here (and one
  * in docs/operator-guide.md, "Prometheus metrics"). `scale` turns the
- * stored unit into the base unit (ns -> s). */
+ * stored unit into the base unit (ns -> s). Histograms: HistogramRow. */
 template<typename Block> struct CounterRow {
     const char       *name;
     MetricType        type;
@@ -108,6 +109,23 @@ const SenderRow kSenderRows[] = {
      "Lanes the process holds now"},
 };
 
+/* Latency histograms of abi.h (LatencyHistogram), one row each. */
+template<typename Block> struct HistogramRow {
+    const char                      *name;
+    abi::LatencyHistogram Block::*field;
+    const char                      *help;
+};
+
+const HistogramRow<abi::RelayCounters> kRelayHistograms[] = {
+    {"ucx_pxn_relay_pickup_seconds", &abi::RelayCounters::pickup,
+     "From a doorbell rung by a sender's CPU to the relay taking its piece"},
+};
+
+const HistogramRow<abi::SenderCounters> kSenderHistograms[] = {
+    {"ucx_pxn_sender_completion_seconds", &abi::SenderCounters::completion,
+     "From the relay writing a completion to the sender reaping it"},
+};
+
 /* Families in the order they are first added, each sample appended. */
 class Families {
 public:
@@ -122,6 +140,30 @@ public:
         prometheus::ClientMetric m;
         m.label = labels;
         (type == kCounter) ? (m.counter.value = value) : (m.gauge.value = value);
+        families_[it->second].metric.push_back(m);
+    }
+    /* abi.h's buckets (not cumulative, the last one unbounded) as
+     * Prometheus's (cumulative, upper bounds in seconds, +Inf last). */
+    void add_histogram(const std::string &name, const std::string &help,
+                       const Labels &labels, const abi::LatencyHistogram &h)
+    {
+        auto it = index_.find(name);
+        if (it == index_.end()) {
+            it = index_.emplace(name, families_.size()).first;
+            families_.push_back({name, help, MetricType::Histogram, {}});
+        }
+        prometheus::ClientMetric m;
+        m.label                  = labels;
+        m.histogram.sample_count = h.count;
+        m.histogram.sample_sum   = double(h.sum_ns) / 1e9;
+        uint64_t cumulative      = 0;
+        for (uint32_t b = 0; b < abi::kLatencyBuckets; ++b) {
+            cumulative += h.buckets[b];
+            m.histogram.bucket.push_back(
+                    {cumulative, (b + 1 < abi::kLatencyBuckets) ?
+                                 double(abi::kLatencyBoundsNs[b]) / 1e9 :
+                                 std::numeric_limits<double>::infinity()});
+        }
         families_[it->second].metric.push_back(m);
     }
     /* A family with no sample yet: declared, so that its HELP and TYPE
@@ -224,6 +266,9 @@ void relay_metrics(const RegistrySnapshot &reg, const EntrySnapshot &e,
         f->add(row.name, row.type, row.help, labels,
                double(e.counters.relay.*row.field) * row.scale);
     }
+    for (const auto &row : kRelayHistograms) {
+        f->add_histogram(row.name, row.help, labels, e.counters.relay.*row.field);
+    }
     f->declare("ucx_pxn_relay_last_completion_age_seconds", kGauge,
                "Age of the last completion the relay wrote (absent: none yet)");
     if (e.counters.relay.last_completion_ns != 0) {
@@ -249,6 +294,15 @@ void add_sender(const RegistrySnapshot &reg, const EntrySnapshot &e,
                 {"pid", std::to_string(e.header.pid)}};
     for (const SenderRow &row : kSenderRows) {
         t.c.*row.field += e.counters.sender.*row.field;
+    }
+    for (const auto &row : kSenderHistograms) {
+        abi::LatencyHistogram       &sum = t.c.*row.field;
+        const abi::LatencyHistogram &add = e.counters.sender.*row.field;
+        sum.count  += add.count;
+        sum.sum_ns += add.sum_ns;
+        for (uint32_t b = 0; b < abi::kLatencyBuckets; ++b) {
+            sum.buckets[b] += add.buckets[b];
+        }
     }
     t.last_completion_ns = std::max(t.last_completion_ns,
                                     e.counters.sender.last_completion_ns);
@@ -326,6 +380,10 @@ void registry(const RegistrySnapshot &reg, uint64_t now_ns,
             for (const SenderRow &row : kSenderRows) {
                 f->add(row.name, row.type, row.help, s.second.labels,
                        double(s.second.c.*row.field) * row.scale);
+            }
+            for (const auto &row : kSenderHistograms) {
+                f->add_histogram(row.name, row.help, s.second.labels,
+                                 s.second.c.*row.field);
             }
             f->declare("ucx_pxn_sender_last_completion_age_seconds", kGauge,
                        "Age of the last completion the process reaped (absent: "

@@ -90,8 +90,8 @@ def main(argv):
             if ahead > 0:
                 time.sleep(ahead)
         elapsed = time.monotonic() - start
-        print("scrapes %d failures %d seconds %.3f rate %.1f" %
-              (count, failures, elapsed, count / elapsed))
+        print("scrapes %d failures %d seconds %.3f rate %.1f cpu %.2f" %
+              (count, failures, elapsed, count / elapsed, time.process_time()))
         return 1 if failures else 0
     print(__doc__, file=sys.stderr)
     return 2

@@ -13,6 +13,8 @@
 
 #include <apps/locate.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -67,6 +69,27 @@ protected:
         return s;
     }
 
+    /* (le, value) of this process's buckets of `name` (of `rail`; "": the
+     * process's, without a rail), sorted by le. */
+    std::vector<std::pair<double, double>>
+    buckets(const Samples &s, const std::string &name, const std::string &rail) const
+    {
+        std::vector<std::pair<double, double>> out;
+        const std::string pid = "pid=\"" + std::to_string(getpid()) + "\"";
+        for (const auto &kv : s) {
+            const std::string &k = kv.first;
+            if ((k.rfind(name + "{", 0) != 0) || (k.find(pid) == std::string::npos) ||
+                (k.find(rail.empty() ? "rail=" : "rail=\"" + rail + "\"") !=
+                 std::string::npos) == rail.empty()) {
+                continue;
+            }
+            const size_t le = k.find("le=\"") + 4;
+            out.emplace_back(strtod(k.c_str() + le, nullptr), kv.second);
+        }
+        std::sort(out.begin(), out.end());
+        return out;
+    }
+
     std::unique_ptr<pxn::Registry> registry_;
 };
 
@@ -118,6 +141,18 @@ TEST_F(InfoMetricsTest, EveryCounterIsExportedUnderItsNameAndParses)
     store_relaxed(c->sender.lane_open_ns, uint64_t(7300000));
     store_relaxed(c->sender.lane_map_ns, uint64_t(2000000));
     store_relaxed(c->relay.last_completion_ns, pxn::monotonic_ns() - 2000000000);
+    /* abi.h's buckets, not cumulative: <= 10 us, 50 us, 100 us, 500 us,
+     * 1 ms, 4 ms, 16 ms, more */
+    const uint64_t pickup[pxn::abi::kLatencyBuckets] = {1, 2, 0, 1, 0, 0, 1, 1};
+    const uint64_t completion[pxn::abi::kLatencyBuckets] = {0, 0, 0, 0, 1, 1, 0, 0};
+    for (uint32_t b = 0; b < pxn::abi::kLatencyBuckets; ++b) {
+        store_relaxed(c->relay.pickup.buckets[b], pickup[b]);
+        store_relaxed(c->sender.completion.buckets[b], completion[b]);
+    }
+    store_relaxed(c->relay.pickup.count, uint64_t(6));
+    store_relaxed(c->relay.pickup.sum_ns, uint64_t(30000000));
+    store_relaxed(c->sender.completion.count, uint64_t(2));
+    store_relaxed(c->sender.completion.sum_ns, uint64_t(3000000));
 
     ForkedChild *sender = start_processes(1)[0]; /* claims a lane of ours */
     ASSERT_EQ("claimed 1", command(sender, "claim"));
@@ -143,6 +178,19 @@ TEST_F(InfoMetricsTest, EveryCounterIsExportedUnderItsNameAndParses)
     EXPECT_LT(s.at(relay_key("ucx_pxn_relay_last_completion_age_seconds")), 60.0);
     EXPECT_EQ(0u, s.count("ucx_pxn_sender_last_completion_age_seconds" + process))
             << "none yet";
+    /* Histograms as Prometheus has them: cumulative, bounds in seconds. */
+    EXPECT_EQ(6, s.at(relay_key("ucx_pxn_relay_pickup_seconds_count")));
+    EXPECT_DOUBLE_EQ(0.03, s.at(relay_key("ucx_pxn_relay_pickup_seconds_sum")));
+    EXPECT_EQ((std::vector<std::pair<double, double>>{
+                      {1e-5, 1}, {5e-5, 3}, {1e-4, 3}, {5e-4, 4}, {1e-3, 4},
+                      {4e-3, 4}, {1.6e-2, 5}, {INFINITY, 6}}),
+              buckets(s, "ucx_pxn_relay_pickup_seconds_bucket", "rail1"));
+    EXPECT_EQ(2, s.at("ucx_pxn_sender_completion_seconds_count" + process));
+    EXPECT_DOUBLE_EQ(0.003, s.at("ucx_pxn_sender_completion_seconds_sum" + process));
+    EXPECT_EQ((std::vector<std::pair<double, double>>{
+                      {1e-5, 0}, {5e-5, 0}, {1e-4, 0}, {5e-4, 0}, {1e-3, 1},
+                      {4e-3, 2}, {1.6e-2, 2}, {INFINITY, 2}}),
+              buckets(s, "ucx_pxn_sender_completion_seconds_bucket", ""));
     EXPECT_EQ(1, s.at(relay_key("ucx_pxn_relay_up")));
     EXPECT_EQ(1, s.at(relay_key("ucx_pxn_relay_lanes_claimed")));
     EXPECT_EQ(1, s.at(relay_key("ucx_pxn_relay_senders_alive")));

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <sys/stat.h>
 
 namespace {
 
@@ -238,31 +239,73 @@ TEST_F(PxnOperator, ScrapeLoadCostsTheRelaysNoThroughputBeyondNoise)
     auto [relay, target, sender, t] = cross_rail(size, 47);
     ASSERT_TRUE(relay && target && sender);
     start_exporter();
-    std::vector<double> quiet, loaded;
-    for (int i = 0; i < 5; ++i) {
-        quiet.push_back(put_rate(sender, t, size));
+    /* The same load against a copy of one scrape served as a file (Python's
+     * http.server): what the client side costs this 2-core machine (fetch
+     * and parse the same text), apart from the exporter reading the
+     * registry. */
+    const std::string copy = logs_.path() + "/static";
+    ASSERT_EQ(0, mkdir(copy.c_str(), 0700));
+    {
+        const auto r = pxn_test::run_program({"/usr/bin/curl", "-sfo",
+                                              copy + "/metrics", exporter_.url()});
+        ASSERT_EQ(0, r.exit_code) << r.output;
     }
-    BackgroundProcess load;
+    BackgroundProcess files;
     std::string       error;
-    ASSERT_TRUE(load.start("", {}, pxn_test::prom_script(
-                                   {"load", exporter_.url(), "150", "10"}),
-                           logs_.path() + "/load.log", &error))
+    ASSERT_TRUE(files.start("", {}, {"/usr/bin/python3", "-u", "-m", "http.server",
+                                     "0", "--bind", "127.0.0.1", "--directory", copy},
+                            logs_.path() + "/static.log", &error))
             << error;
-    while (load.wait(0) == -1000) {
-        loaded.push_back(put_rate(sender, t, size));
-    }
-    EXPECT_EQ(0, load.wait(0)) << load.output(); /* every scrape answered, parsed */
+    ASSERT_TRUE(files.wait_for_output(" port ", scaled_ms(10000))) << files.output();
+    const std::string out = files.output();
+    const std::string static_url = "http://127.0.0.1:" +
+            std::to_string(atoi(out.c_str() + out.find(" port ") + 6)) + "/metrics";
+
+    /* puts of `size` for as long as a load of 150 scrapes a second for 10 s
+     * on `url` runs: their MB/s, and the CPU seconds the exporter used */
+    struct Phase {
+        std::vector<double> rates;
+        double              exporter_cpu = 0;
+        std::string         load;
+    };
+    auto under_load = [&](const std::string &url, pid_t exporter) {
+        Phase             p;
+        BackgroundProcess load;
+        std::string       err;
+        const double      cpu0 = pxn_tools::process_cpu_seconds(exporter);
+        EXPECT_TRUE(load.start("", {}, pxn_test::prom_script({"load", url, "150", "10"}),
+                               logs_.path() + "/load.log", &err))
+                << err;
+        while (load.wait(0) == -1000) {
+            p.rates.push_back(put_rate(sender, t, size));
+        }
+        EXPECT_EQ(0, load.wait(0)) << load.output(); /* every scrape answered, parsed */
+        p.exporter_cpu = pxn_tools::process_cpu_seconds(exporter) - cpu0;
+        p.load         = load.output();
+        return p;
+    };
+
+    std::vector<double> quiet;
     for (int i = 0; i < 5; ++i) {
         quiet.push_back(put_rate(sender, t, size));
     }
-    const Samples s = scrape();
-    std::cout << "[ load     ] " << load.output()
-              << "[ relay    ] MB/s through the relay, median: quiet "
-              << median(quiet) << " (" << quiet.size() << " puts of " << size
-              << " B, before and after), under the scrapes " << median(loaded)
-              << " (" << loaded.size() << " puts); exporter answered "
-              << s.at("exposer_scrapes_total{}") << " scrapes" << std::endl;
-    EXPECT_FALSE(loaded.empty());
+    const Phase control = under_load(static_url, files.pid());
+    const Phase loaded  = under_load(exporter_.url(), exporter_.process().pid());
+    for (int i = 0; i < 5; ++i) {
+        quiet.push_back(put_rate(sender, t, size));
+    }
+    std::cout << "[ load     ] ucx_pxn_exporter: " << loaded.load
+              << "[ load     ] a copy served as a file: " << control.load
+              << "[ relay    ] MB/s through the relay, median of puts of " << size
+              << " B: quiet " << median(quiet) << " (" << quiet.size()
+              << " puts, before and after), scraping a copy served as a file "
+              << median(control.rates) << " (" << control.rates.size()
+              << " puts), scraping ucx_pxn_exporter " << median(loaded.rates)
+              << " (" << loaded.rates.size() << " puts)\n"
+              << "[ servers  ] CPU seconds for 10 s of scrapes: ucx_pxn_exporter "
+              << loaded.exporter_cpu << ", the file server " << control.exporter_cpu
+              << std::endl;
+    EXPECT_FALSE(loaded.rates.empty());
 }
 
 } // namespace
