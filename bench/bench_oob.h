@@ -30,8 +30,9 @@ enum UcpBenchExit { kBenchOk = 0, kBenchMismatch = 1, kBenchSetup = 2,
 
 [[noreturn]] void bench_fail(int code, const std::string &what);
 /* How a target ends once its initiator said done (`served`) or went away:
- * "<program>: target done" or "... lost its initiator", then _exit() with
- * kBenchOk or kBenchTransfer (no UCX teardown under a gone peer). */
+ * "<program>: target done" or "... lost its initiator", then quick_exit()
+ * with kBenchOk or kBenchTransfer (no UCX teardown under a gone peer; pxn
+ * removes its registry files, exit_cleanup.h). */
 [[noreturn]] void bench_target_end(bool served);
 
 /* Sends (out) or receives exactly len bytes; false if the peer went away. */

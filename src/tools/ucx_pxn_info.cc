@@ -133,7 +133,7 @@ int usage(const char *error)
 #ifdef PXN_HAVE_PROMETHEUS
             "");
 #else
-            " [not in this build: configure found no prometheus-cpp]");
+            " [not in this build: see configure's summary]");
 #endif
     return (error != nullptr) ? 2 : 0;
 }
@@ -275,9 +275,9 @@ int print_prometheus(const Options &o)
     return 0;
 #else
     (void)o;
-    fprintf(stderr, "ucx_pxn_info: --prometheus is not in this build: configure "
-            "found no prometheus-cpp (apt-get install prometheus-cpp-dev, then "
-            "configure again)\n");
+    fprintf(stderr, "ucx_pxn_info: --prometheus is not in this build (configure's "
+            "summary line 'Prometheus:' says why; with Debian's "
+            "prometheus-cpp-dev installed, configure again)\n");
     return 2;
 #endif
 }

@@ -113,6 +113,7 @@ void at_exit()
 void install()
 {
     atexit(at_exit);
+    at_quick_exit(at_exit); /* programs that skip every teardown but this */
     struct sigaction old = {};
     if ((sigaction(SIGTERM, nullptr, &old) != 0) ||
         ((old.sa_flags & SA_SIGINFO) != 0) || (old.sa_handler != SIG_DFL)) {

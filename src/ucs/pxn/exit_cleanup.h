@@ -18,9 +18,9 @@
  *   it after the entries' files are gone: leave_registry() removes it when
  *   this process was its last user. untrack_leave(slot) when the Registry
  *   leaves by itself.
- * - Normal exit (exit(), return from main): an atexit handler, installed
- *   at the first track, unlinks the tracked files and leaves the tracked
- *   directories.
+ * - Normal exit (exit(), return from main) and quick_exit(): an atexit and
+ *   an at_quick_exit handler, installed at the first track, unlink the
+ *   tracked files and leave the tracked directories. _exit() runs neither.
  * - SIGTERM: at the first track, if SIGTERM's disposition is the default
  *   (SIG_DFL), a handler is installed that does the same with system calls
  *   only (async-signal-safe: unlink, flock, open, getdents64, unlinkat) and

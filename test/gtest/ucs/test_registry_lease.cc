@@ -39,9 +39,10 @@ protected:
     }
 
     /* A child that opens the registry, publishes an entry (arena and
-     * wakeup FIFO too), says "ready", then on "exit" calls exit(0) with
-     * both still open, on "fork" forks a grandchild that exit(0)s and says
-     * how many of its files are left, and otherwise waits. */
+     * wakeup FIFO too), says "ready", then on "exit" calls exit(0) (on
+     * "quick_exit" quick_exit(0)) with both still open, on "fork" forks a
+     * grandchild that exit(0)s and says how many of its files are left,
+     * and otherwise waits. */
     ForkedChild &publishing_child()
     {
         const pxn::Settings settings = settings_;
@@ -68,6 +69,8 @@ protected:
                 }
                 if (line == "exit") {
                     exit(0); /* not _exit: what an application does */
+                } else if (line == "quick_exit") {
+                    quick_exit(0);
                 } else if (line == "fork") {
                     const pid_t child = fork();
                     if (child == 0) {
@@ -189,6 +192,17 @@ TEST_F(RegistryLeaseTest, ExitWithoutClosingRemovesTheEntryFilesAndTheDirectory)
     ASSERT_EQ(0u, line.find("ready")) << line;
     EXPECT_EQ(3u, files_of(child.pid())); /* ctl, arena, wake */
     child.send("exit");
+    EXPECT_EQ(0, child.wait());
+    EXPECT_FALSE(dir_exists()) << ::testing::PrintToString(files());
+}
+
+TEST_F(RegistryLeaseTest, QuickExitRemovesTheEntryFilesAndTheDirectory)
+{
+    ForkedChild &child = publishing_child();
+    std::string  line;
+    ASSERT_TRUE(child.receive(&line));
+    ASSERT_EQ(3u, files_of(child.pid()));
+    child.send("quick_exit");
     EXPECT_EQ(0, child.wait());
     EXPECT_FALSE(dir_exists()) << ::testing::PrintToString(files());
 }
