@@ -5,6 +5,8 @@
 #include <ucs/debug/log_def.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <fcntl.h>
 #include <ctime>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -16,6 +18,9 @@ namespace pxn {
 
 namespace {
 constexpr char kThreadName[] = "ucx-pxn"; /* what ucx_pxn_info and tests look for */
+constexpr uint64_t kShareWaitNs = 200000;    /* waited for a CPU: it is shared */
+constexpr uint64_t kShareNs     = 1000000000; /* then no spin for this long */
+constexpr unsigned kSpinCheck   = 256;        /* spin rounds between two looks */
 }
 
 ucs_status_t Engine::start(EngineClient *client, const Options &options)
@@ -103,6 +108,20 @@ uint64_t now_ns()
     return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
+/* How long the calling thread has waited, runnable, for a CPU (its
+ * schedstat, opened as `fd`); 0 when the kernel does not say. */
+uint64_t waited_ns(int fd)
+{
+    char text[96];
+    const ssize_t n = (fd < 0) ? -1 : pread(fd, text, sizeof(text) - 1, 0);
+    if (n <= 0) {
+        return 0;
+    }
+    text[n] = '\0';
+    unsigned long long run = 0, wait = 0;
+    return (sscanf(text, "%llu %llu", &run, &wait) == 2) ? wait : 0;
+}
+
 } // namespace
 
 void Engine::loop()
@@ -112,6 +131,15 @@ void Engine::loop()
     client_->thread_init();
     std::vector<pollfd> fds;
     uint64_t idle_since = 0; /* 0: the last round did work */
+    /* Spinning is free only on a CPU nobody else wants: once the thread
+     * waited kShareWaitNs for a CPU since the last look, it blocks at once
+     * for kShareNs (a spin would spend the fair share that lets its next
+     * wakeup preempt a busy poller at once). A kernel thread's short turn
+     * does not count; a busy poller's tick does. */
+    const int sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    uint64_t waited       = waited_ns(sched_fd);
+    uint64_t shared_until = 0;
+    unsigned spins        = 0;
 
     ForkGate::enter();
     while (!stop_.load(std::memory_order_acquire)) {
@@ -127,7 +155,17 @@ void Engine::loop()
         if (idle_since == 0) {
             idle_since = now;
         }
-        if (now - idle_since < options_.spin_ns) {
+        /* Looked at when a spin starts, every kSpinCheck rounds of it and
+         * before a nap: a read of /proc each. */
+        if ((idle_since == now) || ((++spins % kSpinCheck) == 0) ||
+            (now - idle_since >= options_.spin_ns)) {
+            const uint64_t total = waited_ns(sched_fd);
+            if (total - waited >= kShareWaitNs) {
+                shared_until = now + kShareNs;
+            }
+            waited = total;
+        }
+        if ((now - idle_since < options_.spin_ns) && (now >= shared_until)) {
             cpu_relax();
             continue;
         }
@@ -163,6 +201,9 @@ void Engine::loop()
         idle_since = (ready > 0) ? 0 : idle_since;
     }
     ForkGate::leave();
+    if (sched_fd >= 0) {
+        close(sched_fd);
+    }
 }
 
 } // namespace pxn

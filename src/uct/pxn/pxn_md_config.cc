@@ -221,8 +221,9 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
     {"ENGINE_SPIN", "50us",
      "After its last piece of work the engine thread (relays, inner progress)\n"
      "keeps looking for more this long without pause, then blocks until a\n"
-     "sender's doorbell or an inner event wakes it. It never yields its core\n"
-     "while runnable (docs/relay-engine.md). 0..10ms.",
+     "sender's doorbell or an inner event wakes it; not on a CPU that others\n"
+     "want (it waited 200us for one: no spin for a second). It never yields\n"
+     "its core while runnable (docs/relay-engine.md). 0..10ms.",
      ucs_offsetof(uct_pxn_md_config_t, engine_spin), UCS_CONFIG_TYPE_TIME},
 
     {"ENGINE_POLL", "20us",
