@@ -186,10 +186,12 @@ void text_header(const EntrySnapshot &e, uint64_t now, std::string *out)
                       PRIu64 " (%" PRIu64 " active) route_errors %" PRIu64
                       " lane_resets %" PRIu64 " inflight %" PRIu64
                       " inner_ops %" PRIu64 " (%" PRIu64 " sgl)"
+                      " gets %" PRIu64 " (%" PRIu64 " bytes)"
                       ", last completion %s\n", r.pieces, r.bytes,
                       r.failed_pieces, r.rejected, r.routes, r.routes_active,
                       r.route_errors, r.lane_resets, r.inflight, r.inner_ops,
-                      r.inner_sgl_ops, age(r.last_completion_ns).c_str());
+                      r.inner_sgl_ops, r.get_pieces, r.get_bytes,
+                      age(r.last_completion_ns).c_str());
     *out += strformat("  sender: pieces %" PRIu64 " bytes %" PRIu64
                       " credit_stalls %" PRIu64 " failed_ops %" PRIu64
                       " fallback_ops %" PRIu64 " fallback_bytes %" PRIu64
@@ -402,7 +404,8 @@ void json_entry(const EntrySnapshot &e, uint64_t now, Json &j)
      .num("lane_commit_ns", r.lane_commit_ns)
      .num("warm_claims", r.warm_claims).num("fenced", r.fenced)
      .num("rkeys_held", r.rkeys_held).num("inner_ops", r.inner_ops)
-     .num("inner_sgl_ops", r.inner_sgl_ops);
+     .num("inner_sgl_ops", r.inner_sgl_ops).num("get_pieces", r.get_pieces)
+     .num("get_bytes", r.get_bytes);
     latency_json(j, "pickup", r.pickup);
     completion_age(j, now, r.last_completion_ns);
     j.end('}');

@@ -188,6 +188,8 @@ struct alignas(kCacheLine) RelayCounters {
                                slices (put/get_sgl_zcopy) */
     LatencyHistogram pickup; /* a CPU-rung doorbell (LaneProducer::rung_ns)
                                 to the relay taking its piece */
+    uint64_t get_pieces;    /* of pieces and bytes: gets (the rest: puts) */
+    uint64_t get_bytes;
 };
 
 struct alignas(kCacheLine) SenderCounters {

@@ -479,8 +479,13 @@ void Relay::finish(Piece &piece)
     if (piece.epoch == lane.epoch) {
         abi::store_relaxed(counters_->last_completion_ns, monotonic_ns());
         if (status == UCS_OK) {
+            const uint64_t length = piece.snapshot.header().length;
             abi::bump(counters_->pieces);
-            abi::bump(counters_->bytes, piece.snapshot.header().length);
+            abi::bump(counters_->bytes, length);
+            if (piece.snapshot.header().op == abi::kOpGet) {
+                abi::bump(counters_->get_pieces);
+                abi::bump(counters_->get_bytes, length);
+            }
         } else {
             abi::bump(counters_->failed_pieces);
             ucs_debug("pxn: relay seq %lu failed: %s", piece.seq,

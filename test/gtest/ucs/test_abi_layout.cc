@@ -99,6 +99,8 @@ TEST(AbiLayout, CountersSitBetweenHeaderAndLanes)
     EXPECT_EQ(256u, offsetof(abi::ProcessCounters, sender));
     EXPECT_EQ(80u, sizeof(abi::LatencyHistogram));
     EXPECT_EQ(144u, offsetof(abi::RelayCounters, pickup));
+    EXPECT_EQ(224u, offsetof(abi::RelayCounters, get_pieces));
+    EXPECT_EQ(232u, offsetof(abi::RelayCounters, get_bytes));
     EXPECT_EQ(96u, offsetof(abi::SenderCounters, completion));
     EXPECT_EQ(64u, offsetof(abi::RelayCounters, last_completion_ns));
     EXPECT_EQ(64u, offsetof(abi::SenderCounters, last_completion_ns));

@@ -231,7 +231,7 @@ TEST_F(InfoToolTest, ShowsARelayItsCountersAndTheOwnerOfAClaimedLane)
                             "fallback_ops 0 fallback_bytes 777 lanes 0"))
             << r.output;
     EXPECT_NE(std::string::npos,
-              r.output.find("inflight 0 inner_ops 13 (3 sgl), last completion never\n"))
+              r.output.find("inflight 0 inner_ops 13 (3 sgl) gets 0 (0 bytes), last completion never\n"))
             << r.output;
     EXPECT_NE(std::string::npos,
               r.output.find("memory: lanes_backed 2 lane_commits 3 (4.5 ms) "
