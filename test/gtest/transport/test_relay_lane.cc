@@ -159,6 +159,7 @@ TEST_F(RelayLane, PutOfSeveralSlotsLandsInTargetMemory)
     EXPECT_EQ(0u, target_[77 + src.size()]);
     EXPECT_GE(relay_counters().pieces, 6u); /* a 4-slot ring, refilled */
     EXPECT_EQ(src.size(), relay_counters().bytes);
+    EXPECT_EQ(0u, relay_counters().get_pieces); /* puts only */
     EXPECT_EQ(0u, relay_counters().rejected);
     EXPECT_TRUE(lane->idle());
 }
@@ -283,6 +284,9 @@ TEST_F(RelayLane, GetFillsTheLocalBufferFromTargetMemory)
     ASSERT_TRUE(drive([&] { return comp.calls == 1; }));
     EXPECT_EQ(UCS_OK, comp.comp.status);
     EXPECT_EQ(0, memcmp(local.data(), remote_bytes.data() + 5000, local.size()));
+    /* the relay counts them as gets: every piece and byte */
+    EXPECT_EQ(relay_counters().pieces, relay_counters().get_pieces);
+    EXPECT_EQ(local.size(), relay_counters().get_bytes);
 }
 
 TEST_F(RelayLane, OperationsWaitOutsideTheCallWhileTheLaneOpens)
