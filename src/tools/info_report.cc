@@ -196,9 +196,11 @@ void text_header(const EntrySnapshot &e, uint64_t now, std::string *out)
                       " credit_stalls %" PRIu64 " failed_ops %" PRIu64
                       " fallback_ops %" PRIu64 " fallback_bytes %" PRIu64
                       " lanes %" PRIu64 " gather_pieces %" PRIu64
+                      " gets %" PRIu64 " (%" PRIu64 " bytes)"
                       ", last completion %s\n", s.pieces, s.bytes, s.credit_stalls,
                       s.failed_ops, s.fallback_ops, s.fallback_bytes, s.lanes,
-                      s.gather_pieces, age(s.last_completion_ns).c_str());
+                      s.gather_pieces, s.get_pieces, s.get_bytes,
+                      age(s.last_completion_ns).c_str());
     *out += strformat("  memory: lanes_backed %" PRIu64 " lane_commits %" PRIu64
                       " (%.1f ms) warm_claims %" PRIu64 "; sender lane_open %.1f ms"
                       " (mapping %.1f ms)\n", r.lanes_backed, r.lane_commits,
@@ -414,7 +416,8 @@ void json_entry(const EntrySnapshot &e, uint64_t now, Json &j)
      .num("fallback_ops", s.fallback_ops).num("fallback_bytes", s.fallback_bytes)
      .num("lanes", s.lanes).num("gather_pieces", s.gather_pieces)
      .num("lane_open_ns", s.lane_open_ns).num("lane_map_ns", s.lane_map_ns)
-     .num("spare_misses", s.spare_misses);
+     .num("spare_misses", s.spare_misses).num("get_pieces", s.get_pieces)
+     .num("get_bytes", s.get_bytes);
     latency_json(j, "completion", s.completion);
     completion_age(j, now, s.last_completion_ns);
     j.end('}').end('}');

@@ -212,6 +212,8 @@ struct alignas(kCacheLine) SenderCounters {
     LatencyHistogram completion; /* the relay writing a completion
                                     (LaneConsumer::completed_ns) to a
                                     sender reaping it */
+    uint64_t get_pieces;    /* of pieces and bytes: gets (the rest: puts) */
+    uint64_t get_bytes;
 };
 
 struct ProcessCounters {

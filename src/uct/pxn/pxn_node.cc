@@ -392,8 +392,7 @@ void Node::fold_counters()
     /* every field but last_completion_ns is a sum (lanes: a gauge, whose
      * decrements are additions of 2^64 - 1; the completion histogram's
      * fields too) */
-    constexpr size_t kFields = (offsetof(abi::SenderCounters, completion) +
-                                sizeof(abi::LatencyHistogram)) / sizeof(uint64_t);
+    constexpr size_t kFields = sizeof(abi::SenderCounters) / sizeof(uint64_t);
     constexpr size_t kLast   = offsetof(abi::SenderCounters, last_completion_ns) /
                                sizeof(uint64_t);
     for (size_t i = 0; i < kFields; ++i) {

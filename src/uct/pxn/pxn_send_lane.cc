@@ -338,6 +338,10 @@ void SendLane::publish()
     builder_.close();
     count(counters_->pieces);
     count(counters_->bytes, builder_.length());
+    if (builder_.op() == abi::kOpGet) {
+        count(counters_->get_pieces);
+        count(counters_->get_bytes, builder_.length());
+    }
     control_.notify();
 }
 

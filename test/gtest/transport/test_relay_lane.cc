@@ -287,6 +287,8 @@ TEST_F(RelayLane, GetFillsTheLocalBufferFromTargetMemory)
     /* the relay counts them as gets: every piece and byte */
     EXPECT_EQ(relay_counters().pieces, relay_counters().get_pieces);
     EXPECT_EQ(local.size(), relay_counters().get_bytes);
+    EXPECT_EQ(sender_counters_.pieces, sender_counters_.get_pieces);
+    EXPECT_EQ(local.size(), sender_counters_.get_bytes);
 }
 
 TEST_F(RelayLane, OperationsWaitOutsideTheCallWhileTheLaneOpens)

@@ -102,6 +102,8 @@ TEST(AbiLayout, CountersSitBetweenHeaderAndLanes)
     EXPECT_EQ(224u, offsetof(abi::RelayCounters, get_pieces));
     EXPECT_EQ(232u, offsetof(abi::RelayCounters, get_bytes));
     EXPECT_EQ(96u, offsetof(abi::SenderCounters, completion));
+    EXPECT_EQ(176u, offsetof(abi::SenderCounters, get_pieces));
+    EXPECT_EQ(184u, offsetof(abi::SenderCounters, get_bytes));
     EXPECT_EQ(64u, offsetof(abi::RelayCounters, last_completion_ns));
     EXPECT_EQ(64u, offsetof(abi::SenderCounters, last_completion_ns));
     EXPECT_EQ(0u, offsetof(abi::RelayCounters, pieces));
