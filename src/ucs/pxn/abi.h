@@ -497,6 +497,15 @@ inline void record_latency(LatencyHistogram &h, uint64_t ns)
     __atomic_fetch_add(&h.buckets[b], 1, __ATOMIC_RELAXED);
 }
 
+/* The wait from `since` (a stamp of the other side; 0: none) to `now`;
+ * nothing for a stamp newer than `now` (read after it). */
+inline void record_wait(LatencyHistogram &h, uint64_t since, uint64_t now)
+{
+    if ((since != 0) && (now >= since)) {
+        record_latency(h, now - since);
+    }
+}
+
 /* Samples over `ns`, a bound of kLatencyBoundsNs: the buckets above it. */
 inline uint64_t latency_over(const LatencyHistogram &h, uint64_t ns)
 {

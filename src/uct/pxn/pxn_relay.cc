@@ -314,11 +314,8 @@ unsigned Relay::start_piece(Lane &lane)
         return 0;
     }
     /* After the doorbell's acquire: the time of that ring or a later one. */
-    const uint64_t rung = abi::load_relaxed(producer.rung_ns);
-    const uint64_t now  = monotonic_ns();
-    if ((rung != 0) && (now >= rung)) {
-        abi::record_latency(counters_->pickup, now - rung);
-    }
+    abi::record_wait(counters_->pickup, abi::load_relaxed(producer.rung_ns),
+                     monotonic_ns());
 
     const uint64_t seq  = lane.next_seq++;
     const uint32_t slot = slot_of(seq, geometry_.slots);

@@ -453,11 +453,9 @@ unsigned SendLane::reap()
         }
         /* After the entry's acquire: the time of that write or a later one
          * (the clock read here, after it: tick()'s may be older). */
-        const uint64_t written = abi::load_relaxed(block.consumer().completed_ns);
         reaped_at = (reaped_at == 0) ? monotonic_ns() : reaped_at;
-        if ((written != 0) && (reaped_at >= written)) {
-            abi::record_latency(counters_->completion, reaped_at - written);
-        }
+        abi::record_wait(counters_->completion,
+                         abi::load_relaxed(block.consumer().completed_ns), reaped_at);
         if ((record.op == abi::kOpGet) && (record.status == UCS_OK)) {
             record.status = copy_out(slot, record);
         }
