@@ -67,16 +67,6 @@ std::string rail_failure(const RegistrySnapshot &reg, const std::string &rail,
 
 } // namespace
 
-std::string printable(const std::string &s)
-{
-    std::string out;
-    for (unsigned char c : s) {
-        out += ((c >= 0x20) && (c < 0x7f)) ? std::string(1, char(c)) :
-                                             strformat("\\x%02x", c);
-    }
-    return out;
-}
-
 std::string entry_rail(const EntrySnapshot &e)
 {
     return e.header_ok ? fixed_string(e.header.rail, sizeof(e.header.rail)) : "";

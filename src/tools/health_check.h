@@ -49,9 +49,6 @@ std::string entry_rail(const EntrySnapshot &entry);
 uint64_t entry_allocated_bytes(const EntrySnapshot &entry);
 uint64_t entry_apparent_bytes(const EntrySnapshot &entry);
 
-/* Bytes outside printable ASCII as \xNN. */
-std::string printable(const std::string &text);
-
 /* False (with *error) when the tree has no RDMA device. *problems: rails
  * whose NIC has no ACTIVE port. */
 bool rails_from_sysfs(const std::string &sysfs_root, const pxn::RailMap &map,

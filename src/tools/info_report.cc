@@ -12,16 +12,6 @@ using namespace pxn;
 
 namespace {
 
-std::string printable(const std::string &s)
-{
-    std::string out;
-    for (unsigned char c : s) {
-        out += ((c >= 0x20) && (c < 0x7f)) ? std::string(1, char(c)) :
-                                             strformat("\\x%02x", c);
-    }
-    return out;
-}
-
 std::string bytes_text(uint64_t n)
 {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -421,4 +421,14 @@ std::vector<RegistrySnapshot> snapshot_registries(const std::string &base,
     return regs;
 }
 
+std::string printable(const std::string &s)
+{
+    std::string out;
+    for (unsigned char c : s) {
+        out += ((c >= 0x20) && (c < 0x7f)) ? std::string(1, char(c)) :
+                                             strformat("\\x%02x", c);
+    }
+    return out;
+}
+
 } // namespace pxn_tools

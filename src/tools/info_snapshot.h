@@ -98,6 +98,10 @@ std::string file_type(mode_t mode);
 
 std::string strformat(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Bytes outside printable ASCII as \xNN (strings read from files are
+ * never shown raw). */
+std::string printable(const std::string &text);
+
 } // namespace pxn_tools
 
 #endif
