@@ -1,0 +1,138 @@
+#include "am_frame.h"
+
+#include <cstring>
+
+namespace pxn {
+
+namespace {
+
+size_t write_header(void *out, size_t capacity, size_t length,
+                    AmFrameKind kind, uint8_t am_id, uint32_t cookie,
+                    uint64_t source)
+{
+    if (capacity < length) {
+        return 0;
+    }
+    AmFrameHeader header{};
+    header.kind   = kind;
+    header.am_id  = am_id;
+    header.cookie = cookie;
+    header.source = source;
+    std::memcpy(out, &header, sizeof(header));
+    return length;
+}
+
+/* One u8-length-prefixed address at *pos, which must end within `end`. */
+bool read_address(const uint8_t *&pos, const uint8_t *end, Bytes *address)
+{
+    if (pos >= end) {
+        return false;
+    }
+    const size_t length = *pos++;
+    if (size_t(end - pos) < length) {
+        return false;
+    }
+    address->assign(pos, pos + length);
+    pos += length;
+    return true;
+}
+
+} // namespace
+
+ucs_status_t read_am_frame(const void *data, size_t length, AmFrame *frame)
+{
+    if (length < sizeof(AmFrameHeader)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const auto *bytes = static_cast<const uint8_t*>(data);
+    const uint8_t *end = bytes + length;
+    const uint8_t *body = bytes + sizeof(AmFrameHeader);
+    const size_t body_length = length - sizeof(AmFrameHeader);
+    AmFrame f;
+    std::memcpy(&f.header, bytes, sizeof(f.header));
+    const AmFrameHeader &h = f.header;
+    if (h.reserved != 0) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    switch (h.kind) {
+    case kAmData:
+        if ((h.am_id >= kAmIdCount) || (h.cookie == 0)) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        f.payload        = body;
+        f.payload_length = body_length;
+        break;
+    case kAmHello: {
+        if ((h.am_id != 0) || (h.cookie == 0) ||
+            (body_length < sizeof(AmHello))) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        std::memcpy(&f.hello, body, sizeof(f.hello));
+        const uint8_t *pos = body + sizeof(AmHello);
+        if (!read_address(pos, end, &f.relay_dev) ||
+            !read_address(pos, end, &f.relay_iface) || (pos != end)) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        break;
+    }
+    case kAmGrant:
+        if ((h.am_id != 0) || (h.cookie != 0) ||
+            (body_length != sizeof(AmGrant))) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        std::memcpy(&f.grant, body, sizeof(f.grant));
+        break;
+    default:
+        return UCS_ERR_INVALID_PARAM;
+    }
+    *frame = std::move(f);
+    return UCS_OK;
+}
+
+size_t write_am_data_header(void *out, size_t capacity, uint64_t source,
+                            uint32_t cookie, uint8_t am_id)
+{
+    return write_header(out, capacity, sizeof(AmFrameHeader), kAmData, am_id,
+                        cookie, source);
+}
+
+size_t write_am_hello(void *out, size_t capacity, uint64_t source,
+                      uint32_t cookie, uint64_t relay, const Bytes &relay_dev,
+                      const Bytes &relay_iface)
+{
+    if ((relay_dev.size() > UINT8_MAX) || (relay_iface.size() > UINT8_MAX)) {
+        return 0;
+    }
+    const size_t length = sizeof(AmFrameHeader) + sizeof(AmHello) + 2 +
+                          relay_dev.size() + relay_iface.size();
+    if (write_header(out, capacity, length, kAmHello, 0, cookie, source) == 0) {
+        return 0;
+    }
+    auto *pos = static_cast<uint8_t*>(out) + sizeof(AmFrameHeader);
+    const AmHello hello{relay};
+    std::memcpy(pos, &hello, sizeof(hello));
+    pos += sizeof(hello);
+    for (const Bytes *address : {&relay_dev, &relay_iface}) {
+        *pos++ = uint8_t(address->size());
+        if (!address->empty()) {
+            std::memcpy(pos, address->data(), address->size());
+        }
+        pos += address->size();
+    }
+    return length;
+}
+
+size_t write_am_grant(void *out, size_t capacity, uint64_t source,
+                      uint64_t granted)
+{
+    const size_t length = sizeof(AmFrameHeader) + sizeof(AmGrant);
+    if (write_header(out, capacity, length, kAmGrant, 0, 0, source) == 0) {
+        return 0;
+    }
+    const AmGrant grant{granted};
+    std::memcpy(static_cast<uint8_t*>(out) + sizeof(AmFrameHeader), &grant,
+                sizeof(grant));
+    return length;
+}
+
+} // namespace pxn
