@@ -195,16 +195,17 @@ ucs_status_t Ep::put_short(const void *buffer, unsigned length,
         return status;
     }
     size_t packed = 0;
-    status = lane_->put_now(this, route_, index, remote_addr, length,
-                            [&](uint8_t *dest) {
-                                /* UCP 1.13 may hand a GPU pointer to
-                                 * put_short as host memory: the CPU must
-                                 * not read it. */
-                                const ucs_status_t copied =
-                                        copy_to_host(dest, buffer, length);
-                                return (copied == UCS_OK) ? ssize_t(length) :
-                                                            ssize_t(copied);
-                            }, &packed);
+    status = lane_->stage_now(this, {abi::kOpPut, route_, index, remote_addr,
+                                     length},
+                              &packed, [&](uint8_t *dest) {
+                                  /* UCP 1.13 may hand a GPU pointer to
+                                   * put_short as host memory: the CPU
+                                   * must not read it. */
+                                  const ucs_status_t copied =
+                                          copy_to_host(dest, buffer, length);
+                                  return (copied == UCS_OK) ? ssize_t(length) :
+                                                              ssize_t(copied);
+                              });
     issued_ += (status == UCS_OK) && (packed != 0);
     return status;
 }
@@ -225,12 +226,11 @@ ssize_t Ep::put_bcopy(uct_pack_callback_t pack, void *arg, uint64_t remote_addr,
         return status;
     }
     size_t packed = 0;
-    status = lane_->put_now(this, route_, index, remote_addr,
-                            hub_->max_bcopy(),
-                            [&](uint8_t *dest) {
-                                return ssize_t(pack(dest, arg));
-                            },
-                            &packed);
+    status = lane_->stage_now(this, {abi::kOpPut, route_, index, remote_addr,
+                                     hub_->max_bcopy()},
+                              &packed, [&](uint8_t *dest) {
+                                  return ssize_t(pack(dest, arg));
+                              });
     if (status != UCS_OK) {
         return status;
     }
@@ -261,8 +261,10 @@ ucs_status_t Ep::get_bcopy(uct_unpack_callback_t unpack, void *arg,
     if (status != UCS_OK) {
         return status;
     }
-    status = lane_->get_now(this, route_, index, remote_addr, length, unpack,
-                            arg, comp);
+    size_t staged = 0;
+    status = lane_->stage_now(this, {abi::kOpGet, route_, index, remote_addr,
+                                     length, comp, unpack, arg},
+                              &staged);
     issued_ += (status == UCS_INPROGRESS);
     return status;
 }

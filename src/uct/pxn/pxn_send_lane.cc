@@ -227,35 +227,6 @@ void SendLane::drop_rkeys(uint64_t rkeys)
     }
 }
 
-ucs_status_t SendLane::get_now(SendOwner *owner, uint32_t route, uint32_t rkey,
-                               uint64_t remote_addr, size_t length,
-                               uct_unpack_callback_t unpack, void *arg,
-                               uct_completion_t *comp)
-{
-    if (!usable_at(tick())) {
-        return opening() ? UCS_ERR_NO_RESOURCE : UCS_ERR_UNREACHABLE;
-    }
-    if (!queue_.empty() || (length == 0) || (length > geometry_.slot_size) ||
-        (!builder_.accepts(abi::kOpGet, route, length) &&
-         !open_piece(abi::kOpGet, route))) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    SendRequest *req = alloc_request(owner, abi::kOpGet, route, rkey,
-                                     remote_addr, comp);
-    if (req == nullptr) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    req->staged = true;
-    hold_rkeys(req->rkeys);
-    add_to_piece(req);
-    open_record().get_dest.push_back({0, length, unpack, arg});
-    builder_.add(remote_addr, length, rkey);
-    if (piece_due()) {
-        publish();
-    }
-    return UCS_INPROGRESS;
-}
-
 bool SendLane::open_piece(abi::Op op, uint32_t route)
 {
     if (builder_.is_open()) {
