@@ -275,7 +275,7 @@ uint64_t SendLane::append(SendRequest *req)
     const uint32_t slot = slot_of(builder_.seq(), geometry_.slots);
     add_to_piece(req);
     const auto place = [&](const Placement &p) {
-        if (req->op == abi::kOpPut) {
+        if (kOpKinds[req->op].packs) {
             stager_->add(slot, reinterpret_cast<const void*>(p.addr),
                          p.slot_offset, p.length);
         } else {
@@ -427,7 +427,7 @@ unsigned SendLane::reap()
         reaped_at = (reaped_at == 0) ? monotonic_ns() : reaped_at;
         abi::record_wait(counters_->completion,
                          abi::load_relaxed(block.consumer().completed_ns), reaped_at);
-        if ((record.op == abi::kOpGet) && (record.status == UCS_OK)) {
+        if (!kOpKinds[record.op].packs && (record.status == UCS_OK)) {
             record.status = copy_out(slot, record);
         }
         read_ = seq;
@@ -437,7 +437,7 @@ unsigned SendLane::reap()
         const uint64_t seq  = window_.reaped() + 1;
         const uint32_t slot = slot_of(seq, geometry_.slots);
         SlotRecord &record  = records_[slot];
-        if (record.op == abi::kOpGet) {
+        if (!kOpKinds[record.op].packs) {
             const ucs_status_t out = stager_->out_status(slot);
             if (out == UCS_INPROGRESS) {
                 break;
