@@ -41,7 +41,7 @@ Ep::~Ep()
     if (asked_ != nullptr) {
         asked_->control().cancel(this); /* a late grant is released */
     }
-    if (connected_) {
+    if (lane_ != nullptr) {
         lane_->control().release_route(route_);
     }
     for (Candidate &c : candidates_) {
@@ -55,52 +55,62 @@ Ep::~Ep()
 
 ucs_status_t Ep::take_error()
 {
-    if ((error_ == UCS_OK) || reported_) {
+    if ((state_ != State::kFailed) || reported_) {
         return UCS_OK;
     }
     reported_ = true;
     return error_;
 }
 
-ucs_status_t Ep::ready(bool *direct)
+void Ep::transition(Event event, ucs_status_t status)
+{
+    switch (event) {
+    case Event::kRouteAsked:
+        if (state_ == State::kUnrouted) {
+            state_ = State::kRouting;
+        } else if (state_ == State::kRouted) {
+            state_ = State::kRerouting;
+        }
+        return;
+    case Event::kRouteGranted:
+        if ((state_ == State::kRouting) || (state_ == State::kRerouting)) {
+            state_ = State::kRouted;
+        }
+        return;
+    case Event::kRouteRefused:
+        /* A first route that fails fails a to-iface ep; a refused reroute
+         * leaves the direct path, or the error, to the next operation; an
+         * ep-to-ep ep whose outbound route fails may still receive. */
+        if ((lane_ == nullptr) && to_iface_) {
+            transition(Event::kFailed, status);
+        } else if (state_ == State::kRouting) {
+            state_ = State::kUnrouted;
+        } else if (state_ == State::kRerouting) {
+            state_ = State::kRouted;
+        }
+        return;
+    case Event::kCanceled:
+        if (state_ != State::kFailed) {
+            state_ = State::kCanceled;
+        }
+        return;
+    case Event::kFailed:
+        if (state_ != State::kFailed) {
+            state_ = State::kFailed;
+            error_ = status;
+            want_progress(); /* reported from iface progress */
+        }
+        return;
+    }
+}
+
+ucs_status_t Ep::admit(bool *direct)
 {
     if (hub_->inherited()) {
         return UCS_ERR_UNREACHABLE; /* the parent's lane: fork.h */
     }
-    if (error_ != UCS_OK) {
-        return error_;
-    }
-    if (canceled_) {
-        return UCS_ERR_CANCELED;
-    }
-    if (asked_ != nullptr) {
-        return UCS_ERR_NO_RESOURCE; /* a relay is setting up our route */
-    }
-    if (connected_ && lane_->idle()) {
-        lane_->check_relay_alive();
-    }
-    if (!connected_ || lane_->failed()) {
-        if (reroute()) {
-            return ready(direct);
-        }
-        if ((direct == nullptr) || !can_go_direct()) {
-            if (!connected_ && !ever_connected_ && !to_iface_) {
-                return UCS_ERR_UNREACHABLE; /* ep-to-ep: receive only */
-            }
-            error_ = UCS_ERR_UNREACHABLE;
-            want_progress();
-            return error_;
-        }
-        *direct = true;
-    } else if (lane_->opening()) {
-        return UCS_ERR_NO_RESOURCE; /* renewing at a seq wrap */
-    }
-    /* Requests waiting in the pending queue go first, except for the one
-     * being dispatched from it. */
-    if ((!pending_.empty() && !dispatching_) || (completed_ < fence_at_)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    return UCS_OK;
+    check_route(direct != nullptr);
+    return send_status(direct);
 }
 
 /* The table search compares the packed key with every entry: an
@@ -183,7 +193,7 @@ ucs_status_t Ep::put_short(const void *buffer, unsigned length,
     uint32_t index;
     ucs_status_t status = check_length("put_short length", length, hub_->max_short());
     if (status == UCS_OK) {
-        status = ready();
+        status = admit();
     }
     if ((status == UCS_OK) && (length == 0)) {
         return UCS_OK; /* nothing to move; its rkey may be UCT_INVALID_RKEY */
@@ -195,16 +205,17 @@ ucs_status_t Ep::put_short(const void *buffer, unsigned length,
         return status;
     }
     size_t packed = 0;
-    status = lane_->put_now(this, route_, index, remote_addr, length,
-                            [&](uint8_t *dest) {
-                                /* UCP 1.13 may hand a GPU pointer to
-                                 * put_short as host memory: the CPU must
-                                 * not read it. */
-                                const ucs_status_t copied =
-                                        copy_to_host(dest, buffer, length);
-                                return (copied == UCS_OK) ? ssize_t(length) :
-                                                            ssize_t(copied);
-                            }, &packed);
+    status = lane_->stage_now(this, {abi::kOpPut, route_, index, remote_addr,
+                                     length},
+                              &packed, [&](uint8_t *dest) {
+                                  /* UCP 1.13 may hand a GPU pointer to
+                                   * put_short as host memory: the CPU
+                                   * must not read it. */
+                                  const ucs_status_t copied =
+                                          copy_to_host(dest, buffer, length);
+                                  return (copied == UCS_OK) ? ssize_t(length) :
+                                                              ssize_t(copied);
+                              });
     issued_ += (status == UCS_OK) && (packed != 0);
     return status;
 }
@@ -213,7 +224,7 @@ ssize_t Ep::put_bcopy(uct_pack_callback_t pack, void *arg, uint64_t remote_addr,
                       uct_rkey_t rkey)
 {
     uint32_t index;
-    ucs_status_t status = ready();
+    ucs_status_t status = admit();
     if ((status == UCS_OK) && (rkey == UCT_INVALID_RKEY)) {
         trace_op(this, "put_bcopy", 0, remote_addr, rkey);
         return pack_without_key(pack, arg);
@@ -225,12 +236,11 @@ ssize_t Ep::put_bcopy(uct_pack_callback_t pack, void *arg, uint64_t remote_addr,
         return status;
     }
     size_t packed = 0;
-    status = lane_->put_now(this, route_, index, remote_addr,
-                            hub_->max_bcopy(),
-                            [&](uint8_t *dest) {
-                                return ssize_t(pack(dest, arg));
-                            },
-                            &packed);
+    status = lane_->stage_now(this, {abi::kOpPut, route_, index, remote_addr,
+                                     hub_->max_bcopy()},
+                              &packed, [&](uint8_t *dest) {
+                                  return ssize_t(pack(dest, arg));
+                              });
     if (status != UCS_OK) {
         return status;
     }
@@ -250,7 +260,7 @@ ucs_status_t Ep::get_bcopy(uct_unpack_callback_t unpack, void *arg,
     uint32_t index;
     ucs_status_t status = check_length("get_bcopy length", length, hub_->max_bcopy());
     if (status == UCS_OK) {
-        status = ready();
+        status = admit();
     }
     if ((status == UCS_OK) && (length == 0)) {
         return UCS_OK;
@@ -261,8 +271,10 @@ ucs_status_t Ep::get_bcopy(uct_unpack_callback_t unpack, void *arg,
     if (status != UCS_OK) {
         return status;
     }
-    status = lane_->get_now(this, route_, index, remote_addr, length, unpack,
-                            arg, comp);
+    size_t staged = 0;
+    status = lane_->stage_now(this, {abi::kOpGet, route_, index, remote_addr,
+                                     length, comp, unpack, arg},
+                              &staged);
     issued_ += (status == UCS_INPROGRESS);
     return status;
 }
@@ -285,7 +297,7 @@ ucs_status_t Ep::zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
         status = check_length("iov count", iovcnt, SendRequest::kMaxIov);
     }
     if (status == UCS_OK) {
-        status = ready(&direct);
+        status = admit(&direct);
     }
     if ((status == UCS_OK) && (bytes == 0)) {
         return UCS_OK; /* nothing to move; its rkey may be UCT_INVALID_RKEY */

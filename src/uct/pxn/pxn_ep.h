@@ -163,11 +163,59 @@ private:
         uint32_t            posted = 0; /* segments posted */
     };
 
-    /* UCS_OK when an operation may go now: through the lane, or, when
-     * `direct` is given and the relay is gone with no other on that rail,
-     * on the direct path (*direct = true). UCS_ERR_NO_RESOURCE while the
-     * route is being set up. */
-    ucs_status_t ready(bool *direct = nullptr);
+    /* The ep's lifecycle, as operations see it. state_ changes only in
+     * transition(). The resources stand apart, whatever the state: asked_
+     * (the lane a route request is out on: cancelled at destruction) and
+     * lane_/route_ (the route held: released at destruction; lane_ is set
+     * by the first grant and never cleared). */
+    enum class State : uint8_t {
+        kUnrouted,  /* no route, none asked: an ep-to-ep ep before
+                       connect_to_ep() or whose route was refused; it only
+                       receives (sends: UCS_ERR_UNREACHABLE, not latched) */
+        kRouting,   /* its first route request is out (NO_RESOURCE) */
+        kRouted,    /* a route on lane_; once that lane failed the next
+                       operation reroutes, goes direct or fails the ep */
+        kRerouting, /* routed, and a request for a route through another
+                       relay of the rail is out (NO_RESOURCE) */
+        kCanceled,  /* flushed with UCT_FLUSH_FLAG_CANCEL: unusable */
+        kFailed,    /* error_: every operation returns it; the iface
+                       reports it once (take_error) */
+    };
+    enum class Event : uint8_t {
+        kRouteAsked,   /* request_route() sent a request (asked_) */
+        kRouteGranted, /* route_answered(): lane_/route_ are the new route */
+        kRouteRefused, /* route_answered(): refused with `status` */
+        kCanceled,     /* flush with UCT_FLUSH_FLAG_CANCEL */
+        kFailed,       /* an operation failed with `status`, or none can
+                          go any more (UCS_ERR_UNREACHABLE) */
+    };
+    /* The one place state_ changes. kFailed keeps the first error and
+     * overrides kCanceled, never the reverse; a refused first route of a
+     * to-iface ep fails it (a canceled one too); an ep entering kFailed
+     * asks for iface progress (the report). */
+    void         transition(Event event, ucs_status_t status = UCS_OK);
+    /* The explicit step before an operation (and from progress once the
+     * lane failed), of an ep made in this process (not inherited()); does
+     * nothing unless kRouted or kUnrouted: checks the relay of an idle
+     * lane is alive (a /proc read at most every 20 ms:
+     * LaneControl::check_relay_alive) and, once the lane failed (or there
+     * is none), asks another relay of the rail for a route (at most every
+     * kRerouteNs; an answer at once is checked in turn). With no route to
+     * be had the ep fails (UCS_ERR_UNREACHABLE), unless `direct_ok` and
+     * the direct path may take the operation, or it is an ep-to-ep ep
+     * that never had a route. */
+    void         check_route(bool direct_ok);
+    /* Pure query (no syscall, no transition) of an ep made in this
+     * process: UCS_OK when an operation may go now, through the lane or,
+     * where `direct` is given and there is no usable lane, on the direct
+     * path (*direct = true); else what it gets: the latched error,
+     * UCS_ERR_CANCELED, UCS_ERR_UNREACHABLE (no route: ep-to-ep),
+     * UCS_ERR_NO_RESOURCE (a route on its way, the lane renewing, pending
+     * requests first, a fence). */
+    ucs_status_t send_status(bool *direct = nullptr) const;
+    /* What every operation asks first: UCS_ERR_UNREACHABLE for a fork
+     * child's ep (fork.h), else check_route() then send_status(). */
+    ucs_status_t admit(bool *direct = nullptr);
     /* Asks a (new) relay of the target's rail for a route; false when there
      * is none. */
     bool         reroute();
@@ -187,19 +235,23 @@ private:
     unsigned     progress_direct();
     static void  direct_done(uct_completion_t *comp);
 
+    /* The flags below are not the lifecycle (state_) and stay flags:
+     * queued_ is the iface's visit list, reported_ the one report of
+     * kFailed's error, rkey_starved_ why the last operation was refused,
+     * to_iface_ and has_peer_ how and to whom the ep was connected (fixed
+     * once set), direct_failed_ the direct path's own fate, dispatching_ a
+     * re-entry guard of progress_pending(). */
     Hub                      *hub_;
     uct_ep_h                  self_;
     std::vector<Ep*>         *active_;
+    State                     state_    = State::kUnrouted;
+    ucs_status_t              error_    = UCS_OK; /* kFailed's cause */
     bool                      queued_   = false; /* on *active_ */
-    ucs_status_t              error_    = UCS_OK; /* first failure seen */
-    bool                      reported_ = false;
-    bool                      canceled_ = false; /* flushed with CANCEL */
+    bool                      reported_ = false; /* error_ went to UCT */
     bool                      rkey_starved_ = false; /* last refusal: no
                                                         free rkey entry */
-    std::shared_ptr<SendLane> lane_;      /* the route's lane */
+    std::shared_ptr<SendLane> lane_;      /* the route's lane (if any) */
     uint32_t                  route_ = 0;
-    bool                      connected_ = false;
-    bool                      ever_connected_ = false;
     std::shared_ptr<SendLane> asked_;     /* a route request is out on it */
     bool                      to_iface_  = false;
     bool                      has_peer_  = false;
@@ -231,6 +283,58 @@ private:
     std::vector<ScatterSegment> scatter_; /* sgl()'s elements, reused */
     bool                      dispatching_ = false; /* in a pending callback */
 };
+
+/* check_route() and send_status() are inline: every operation runs them
+ * (admit()), as one pass. */
+inline void Ep::check_route(bool direct_ok)
+{
+    do { /* again after a route answered at once: a new lane */
+        if ((state_ != State::kRouted) && (state_ != State::kUnrouted)) {
+            return;
+        }
+        if ((state_ == State::kRouted) && lane_->idle()) {
+            lane_->check_relay_alive();
+        }
+        if ((state_ == State::kRouted) && !lane_->failed()) {
+            return;
+        }
+    } while (reroute());
+    if ((direct_ok && can_go_direct()) ||
+        ((state_ == State::kUnrouted) && !to_iface_)) {
+        return; /* send_status() says direct, or unreachable (ep-to-ep) */
+    }
+    transition(Event::kFailed, UCS_ERR_UNREACHABLE);
+}
+
+inline ucs_status_t Ep::send_status(bool *direct) const
+{
+    switch (state_) {
+    case State::kFailed:
+        return error_;
+    case State::kCanceled:
+        return UCS_ERR_CANCELED;
+    case State::kRouting:
+    case State::kRerouting:
+        return UCS_ERR_NO_RESOURCE; /* a relay is setting up our route */
+    case State::kUnrouted:
+    case State::kRouted:
+        break;
+    }
+    if ((state_ == State::kUnrouted) || lane_->failed()) {
+        if ((direct == nullptr) || !can_go_direct()) {
+            return UCS_ERR_UNREACHABLE; /* ep-to-ep: receive only */
+        }
+        *direct = true;
+    } else if (lane_->opening()) {
+        return UCS_ERR_NO_RESOURCE; /* renewing at a seq wrap */
+    }
+    /* Requests waiting in the pending queue go first, except for the one
+     * being dispatched from it. */
+    if ((!pending_.empty() && !dispatching_) || (completed_ < fence_at_)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return UCS_OK;
+}
 
 } // namespace uct
 } // namespace pxn

@@ -21,6 +21,7 @@ void Ep::request_route(const std::shared_ptr<SendLane> &lane,
                        const RouteMessage &message)
 {
     asked_ = lane;
+    transition(Event::kRouteAsked);
     lane->control().request_route(message, this); /* may answer at once */
 }
 
@@ -38,24 +39,17 @@ void Ep::route_answered(const RouteAnswer &answer)
     std::shared_ptr<SendLane> lane = std::move(asked_);
     asked_.reset();
     if (answer.status == UCS_OK) {
-        if (connected_ && (lane_ != lane)) {
+        if ((lane_ != nullptr) && (lane_ != lane)) {
             lane_->control().release_route(route_);
         }
-        lane_           = std::move(lane);
-        route_          = answer.route;
-        connected_      = true;
-        ever_connected_ = true;
+        lane_  = std::move(lane);
+        route_ = answer.route;
+        transition(Event::kRouteGranted);
         return;
     }
     ucs_debug("pxn: ep %p: no route through relay pid %u: %s", self_,
               lane->relay().identity.pid, ucs_status_string(answer.status));
-    /* A first connection that fails fails the ep; a failed reroute leaves
-     * the direct path, or the error, to the next operation. An ep-to-ep
-     * ep whose outbound route fails may still receive. */
-    if (!ever_connected_ && to_iface_ && (error_ == UCS_OK)) {
-        error_ = answer.status;
-        want_progress(); /* reported from iface progress */
-    }
+    transition(Event::kRouteRefused, answer.status);
 }
 
 ucs_status_t Ep::connect_to_iface(const DeviceAddress &peer,
@@ -184,7 +178,7 @@ ucs_status_t Ep::connect_to_ep(const DeviceAddress &peer, const EpAddress &addr)
     }
     /* Either direction makes the connection useful: an ep that can only
      * receive answers its sends with UCS_ERR_UNREACHABLE. */
-    return ((asked_ != nullptr) || connected_ || (inbound == UCS_OK)) ?
+    return ((asked_ != nullptr) || (lane_ != nullptr) || (inbound == UCS_OK)) ?
            UCS_OK : inbound;
 }
 

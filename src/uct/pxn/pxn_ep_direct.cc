@@ -149,8 +149,7 @@ ucs_status_t Ep::zcopy_direct(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
     }
     const auto *key = reinterpret_cast<const uct_pxn_rkey_t*>(rkey);
     if (!fall_back(req, key->packed, key->length)) {
-        error_ = UCS_ERR_UNREACHABLE;
-        want_progress();
+        transition(Event::kFailed, UCS_ERR_UNREACHABLE);
         return error_;
     }
     ++issued_;

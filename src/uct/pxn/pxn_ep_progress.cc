@@ -15,9 +15,8 @@ void Ep::op_done(ucs_status_t status)
     /* A canceled operation (flush with UCT_FLUSH_FLAG_CANCEL) is no failure
      * of the ep, nor of the flushes waiting for it. */
     const bool failed = (status != UCS_OK) && (status != UCS_ERR_CANCELED);
-    if (failed && (error_ == UCS_OK)) {
-        error_ = status;
-        want_progress();
+    if (failed) {
+        transition(Event::kFailed, status);
     }
     while (!flushes_.empty() && (flushes_.front().first <= completed_)) {
         uct_completion_t *comp = flushes_.front().second;
@@ -41,14 +40,15 @@ ucs_status_t Ep::flush(unsigned flags, uct_completion_t *comp)
     }
     /* An ep whose first route is on its way is not connected yet: flush
      * waits for it like for an operation (UCT's NO_RESOURCE: retry, or
-     * pending_add), and then reports a refused connection. */
-    if (!pending_.empty() || ((asked_ != nullptr) && !connected_)) {
+     * pending_add), and then reports a refused connection. A canceled ep
+     * waits too (its request is out: asked_, and no lane_ yet). */
+    if (!pending_.empty() || ((asked_ != nullptr) && (lane_ == nullptr))) {
         return UCS_ERR_NO_RESOURCE;
     }
-    if ((error_ != UCS_OK) && (issued_ == completed_)) {
+    if ((state_ == State::kFailed) && (issued_ == completed_)) {
         return error_;
     }
-    if (connected_) {
+    if (lane_ != nullptr) {
         lane_->publish_open();
     }
     if (issued_ == completed_) {
@@ -66,8 +66,8 @@ ucs_status_t Ep::flush(unsigned flags, uct_completion_t *comp)
  * ep is unusable afterwards (UCT: it must be destroyed). */
 ucs_status_t Ep::flush_cancel(uct_completion_t *comp)
 {
-    canceled_ = true;
-    if (connected_) {
+    transition(Event::kCanceled);
+    if (lane_ != nullptr) {
         lane_->cancel(this);
     }
     if (issued_ == completed_) {
@@ -85,9 +85,8 @@ ucs_status_t Ep::flush_cancel(uct_completion_t *comp)
  * refusal not for want of a remote key entry. */
 bool Ep::has_resources() const
 {
-    return pending_.empty() && (error_ == UCS_OK) && !canceled_ &&
-           (asked_ == nullptr) && connected_ && (completed_ >= fence_at_) &&
-           !rkey_starved_ && lane_->has_room();
+    return pending_.empty() && (state_ == State::kRouted) &&
+           (completed_ >= fence_at_) && !rkey_starved_ && lane_->has_room();
 }
 
 ucs_status_t Ep::fence()
@@ -109,9 +108,8 @@ ucs_status_t Ep::pending_add(uct_pending_req_t *req)
 bool Ep::needs_progress() const
 {
     return !pending_.empty() || !direct_ops_.empty() ||
-           ((error_ != UCS_OK) && !reported_) ||
-           (connected_ && (error_ == UCS_OK) && (asked_ == nullptr) &&
-            lane_->failed());
+           ((state_ == State::kFailed) && !reported_) ||
+           ((state_ == State::kRouted) && lane_->failed());
 }
 
 /* Iface progress visits only the eps on this list (and all of them now
@@ -148,10 +146,8 @@ void Ep::pending_purge(uct_pending_purge_callback_t cb, void *arg)
 unsigned Ep::progress_pending()
 {
     unsigned work = direct_ops_.empty() ? 0 : progress_direct();
-    if (connected_ && (error_ == UCS_OK) && (asked_ == nullptr) &&
-        lane_->failed()) {
-        bool direct = false;
-        ready(&direct); /* routes again, or marks the ep failed for the iface */
+    if ((state_ == State::kRouted) && lane_->failed()) {
+        check_route(true); /* routes again, or fails the ep for the iface */
     }
     /* UCT's pending contract: UCS_OK done, UCS_INPROGRESS partly done (call
      * it again), UCS_ERR_NO_RESOURCE not now. A bounded number of rounds:

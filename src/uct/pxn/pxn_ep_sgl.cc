@@ -34,7 +34,7 @@ ucs_status_t Ep::sgl(abi::Op op, void *const *buffers, const size_t *lengths,
                   size_t(SendRequest::kMaxScatter));
         return UCS_ERR_INVALID_PARAM;
     }
-    ucs_status_t status = ready();
+    ucs_status_t status = admit();
     if (status != UCS_OK) {
         return status;
     }

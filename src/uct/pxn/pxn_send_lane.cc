@@ -227,35 +227,6 @@ void SendLane::drop_rkeys(uint64_t rkeys)
     }
 }
 
-ucs_status_t SendLane::get_now(SendOwner *owner, uint32_t route, uint32_t rkey,
-                               uint64_t remote_addr, size_t length,
-                               uct_unpack_callback_t unpack, void *arg,
-                               uct_completion_t *comp)
-{
-    if (!usable_at(tick())) {
-        return opening() ? UCS_ERR_NO_RESOURCE : UCS_ERR_UNREACHABLE;
-    }
-    if (!queue_.empty() || (length == 0) || (length > geometry_.slot_size) ||
-        (!builder_.accepts(abi::kOpGet, route, length) &&
-         !open_piece(abi::kOpGet, route))) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    SendRequest *req = alloc_request(owner, abi::kOpGet, route, rkey,
-                                     remote_addr, comp);
-    if (req == nullptr) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    req->staged = true;
-    hold_rkeys(req->rkeys);
-    add_to_piece(req);
-    open_record().get_dest.push_back({0, length, unpack, arg});
-    builder_.add(remote_addr, length, rkey);
-    if (piece_due()) {
-        publish();
-    }
-    return UCS_INPROGRESS;
-}
-
 bool SendLane::open_piece(abi::Op op, uint32_t route)
 {
     if (builder_.is_open()) {
@@ -304,7 +275,7 @@ uint64_t SendLane::append(SendRequest *req)
     const uint32_t slot = slot_of(builder_.seq(), geometry_.slots);
     add_to_piece(req);
     const auto place = [&](const Placement &p) {
-        if (req->op == abi::kOpPut) {
+        if (kOpKinds[req->op].packs) {
             stager_->add(slot, reinterpret_cast<const void*>(p.addr),
                          p.slot_offset, p.length);
         } else {
@@ -456,7 +427,7 @@ unsigned SendLane::reap()
         reaped_at = (reaped_at == 0) ? monotonic_ns() : reaped_at;
         abi::record_wait(counters_->completion,
                          abi::load_relaxed(block.consumer().completed_ns), reaped_at);
-        if ((record.op == abi::kOpGet) && (record.status == UCS_OK)) {
+        if (!kOpKinds[record.op].packs && (record.status == UCS_OK)) {
             record.status = copy_out(slot, record);
         }
         read_ = seq;
@@ -466,7 +437,7 @@ unsigned SendLane::reap()
         const uint64_t seq  = window_.reaped() + 1;
         const uint32_t slot = slot_of(seq, geometry_.slots);
         SlotRecord &record  = records_[slot];
-        if (record.op == abi::kOpGet) {
+        if (!kOpKinds[record.op].packs) {
             const ucs_status_t out = stager_->out_status(slot);
             if (out == UCS_INPROGRESS) {
                 break;

@@ -97,6 +97,45 @@ struct SendRequest {
     ucs_status_t      status;
 };
 
+/* What tells the kinds of operation apart on the sender, as data: one
+ * staging path serves them all, and a new kind (active messages) adds a
+ * row, not a path. Indexed by abi::Op. */
+struct OpKind {
+    bool         packs;  /* its payload goes sender -> slot in the posting
+                            call (put); else the slot takes the target's
+                            reply, copied out when reaped (get) */
+    ucs_status_t staged; /* what stage_now() returns once it is staged:
+                            UCS_OK (nothing left for the caller to wait
+                            for) or UCS_INPROGRESS (its comp follows) */
+};
+
+inline constexpr OpKind kOpKinds[] = {
+    {false, UCS_ERR_INVALID_PARAM}, /* 0: no operation */
+    {true,  UCS_OK},                /* abi::kOpPut */
+    {false, UCS_INPROGRESS},        /* abi::kOpGet */
+};
+static_assert((abi::kOpPut == 1) && (abi::kOpGet == 2), "kOpKinds' rows");
+
+/* An operation staged whole in the posting call (SendLane::stage_now):
+ * one segment to one remote range, on the lane's rkey entry `rkey`. */
+struct ImmediateOp {
+    abi::Op               op;
+    uint32_t              route;
+    uint32_t              rkey;
+    uint64_t              remote_addr;
+    size_t                length;  /* packing kinds: the most pack() may
+                                      write; others: the reply's length */
+    uct_completion_t     *comp   = nullptr; /* completed after op_done() */
+    uct_unpack_callback_t unpack = nullptr; /* non-packing kinds: gets the
+                                               reply, with arg */
+    void                 *arg    = nullptr;
+};
+
+/* stage_now()'s pack for kinds that pack nothing: never called. */
+struct NoPack {
+    ssize_t operator()(uint8_t *) const { return 0; }
+};
+
 class SendLane {
 public:
     /* The lane opens in the background (LaneControl); `counters` is shared
@@ -121,23 +160,22 @@ public:
     }
     bool            failed() const { return control_.failed(); }
 
-    /* Immediate staging (short/bcopy): pack(dest) writes at most
-     * max_length bytes and returns how many (ssize_t), or a negative
-     * ucs_status_t that this returns; they are staged when this returns
-     * UCS_OK. owner->op_done() follows when the relay delivered them (not
-     * called for 0 bytes). */
-    template<typename Pack>
-    ucs_status_t put_now(SendOwner *owner, uint32_t route, uint32_t rkey,
-                         uint64_t remote_addr, size_t max_length, Pack &&pack,
-                         size_t *length);
-
-    /* get_bcopy: the whole reply lands in one piece; unpack(arg, data,
-     * length) runs when it is reaped, then comp completes. UCS_INPROGRESS,
-     * or UCS_ERR_NO_RESOURCE without ring credit. */
-    ucs_status_t get_now(SendOwner *owner, uint32_t route, uint32_t rkey,
-                         uint64_t remote_addr, size_t length,
-                         uct_unpack_callback_t unpack, void *arg,
-                         uct_completion_t *comp);
+    /* Immediate staging (put_short, put_bcopy, get_bcopy): the operation
+     * goes whole into the open piece (or a new one) in the call, and
+     * *length says how many bytes. A kind that packs (kOpKinds) has
+     * pack(dest) write at most op.length bytes into the slot and return
+     * how many (ssize_t), or a negative ucs_status_t that this returns;
+     * other kinds take op.length bytes of reply into the slot, handed to
+     * op.unpack when the piece is reaped (pack is not called). Returns the
+     * kind's `staged` status once staged, UCS_OK for 0 bytes (nothing
+     * staged, nothing delivered), UCS_ERR_NO_RESOURCE while operations are
+     * queued, the lane opens or has no ring credit, UCS_ERR_UNREACHABLE on
+     * a failed lane. Once staged, owner->op_done() (and op.comp) follow
+     * when the relay delivered the piece. Inline: no allocation once the
+     * request pool is warm, no indirect call but pack's own. */
+    template<typename Pack = NoPack>
+    ucs_status_t stage_now(SendOwner *owner, const ImmediateOp &op,
+                           size_t *length, Pack &&pack = Pack());
 
     /* Queued operation (zcopy): UCS_INPROGRESS, or UCS_ERR_NO_RESOURCE if
      * the queue is full. The iov stays valid until completion. */
@@ -272,46 +310,55 @@ private:
 };
 
 template<typename Pack>
-ucs_status_t SendLane::put_now(SendOwner *owner, uint32_t route, uint32_t rkey,
-                               uint64_t remote_addr, size_t max_length,
-                               Pack &&pack, size_t *length)
+ucs_status_t SendLane::stage_now(SendOwner *owner, const ImmediateOp &op,
+                                 size_t *length, Pack &&pack)
 {
+    const OpKind &kind = kOpKinds[op.op];
+    *length            = 0;
     if (!usable_at(tick())) {
         return opening() ? UCS_ERR_NO_RESOURCE : UCS_ERR_UNREACHABLE;
     }
+    if (op.length == 0) {
+        return UCS_OK;
+    }
     /* Queued operations go first; a new piece needs ring credit. */
-    if (!queue_.empty() || (max_length > geometry_.slot_size) ||
-        (!builder_.accepts(abi::kOpPut, route, max_length) &&
-         !open_piece(abi::kOpPut, route))) {
+    if (!queue_.empty() || (op.length > geometry_.slot_size) ||
+        (!builder_.accepts(op.op, op.route, op.length) &&
+         !open_piece(op.op, op.route))) {
         return UCS_ERR_NO_RESOURCE;
     }
-    const uint32_t slot   = slot_of(builder_.seq(), geometry_.slots);
-    const uint64_t offset = builder_.length();
-    const ssize_t packed  = pack(stager_->pack_area(slot, offset, max_length));
-    if (packed < 0) {
-        return static_cast<ucs_status_t>(packed); /* nothing was added */
+    size_t bytes = op.length;
+    if (kind.packs) {
+        const uint32_t slot   = slot_of(builder_.seq(), geometry_.slots);
+        const uint64_t offset = builder_.length();
+        const ssize_t packed  = pack(stager_->pack_area(slot, offset, bytes));
+        if (packed <= 0) {
+            /* nothing was added: an error, or nothing to deliver */
+            return (packed < 0) ? static_cast<ucs_status_t>(packed) : UCS_OK;
+        }
+        bytes = static_cast<size_t>(packed);
+        if (stager_->packed(slot, offset, bytes) != UCS_OK) {
+            quarantine();
+            return UCS_ERR_IO_ERROR;
+        }
     }
-    *length = static_cast<size_t>(packed);
-    if (*length == 0) {
-        return UCS_OK; /* nothing to deliver */
-    }
-    if (stager_->packed(slot, offset, *length) != UCS_OK) {
-        quarantine();
-        return UCS_ERR_IO_ERROR;
-    }
-    SendRequest *req = alloc_request(owner, abi::kOpPut, route, rkey,
-                                     remote_addr, nullptr);
+    SendRequest *req = alloc_request(owner, op.op, op.route, op.rkey,
+                                     op.remote_addr, op.comp);
     if (req == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
     req->staged = true;
     hold_rkeys(req->rkeys);
     add_to_piece(req);
-    builder_.add(remote_addr, *length, rkey);
+    if (!kind.packs) {
+        open_record().get_dest.push_back({0, bytes, op.unpack, op.arg});
+    }
+    builder_.add(op.remote_addr, bytes, op.rkey);
     if (piece_due()) {
         publish();
     }
-    return UCS_OK;
+    *length = bytes;
+    return kind.staged;
 }
 
 } // namespace uct

@@ -57,12 +57,14 @@ protected:
         TestOwner owner;
         for (uint64_t i = 0; i < count; ++i) {
             size_t packed = 0;
-            ASSERT_EQ(UCS_OK, lane->put_now(&owner, route.route, rkey,
-                                            reinterpret_cast<uint64_t>(target_.data()) +
-                                            i * 16, 8, [&](uint8_t *dest) {
-                                                memset(dest, int(i + 1), 8);
-                                                return size_t(8);
-                                            }, &packed)) << i;
+            const pxn::uct::ImmediateOp op{
+                    pxn::abi::kOpPut, route.route, rkey,
+                    reinterpret_cast<uint64_t>(target_.data()) + i * 16, 8};
+            ASSERT_EQ(UCS_OK, lane->stage_now(&owner, op, &packed,
+                                              [&](uint8_t *dest) {
+                                                  memset(dest, int(i + 1), 8);
+                                                  return size_t(8);
+                                              })) << i;
             ASSERT_EQ(8u, packed);
         }
         ASSERT_TRUE(drive([&] { return owner.done.size() == count; }));
@@ -311,8 +313,8 @@ TEST_F(RelayLane, OperationsWaitOutsideTheCallWhileTheLaneOpens)
                          nullptr));
     size_t packed = 0;
     EXPECT_EQ(UCS_ERR_NO_RESOURCE,
-              lane->put_now(&owner, 0, 0, 0, 8,
-                            [](uint8_t *) { return size_t(8); }, &packed));
+              lane->stage_now(&owner, {pxn::abi::kOpPut, 0, 0, 0, 8}, &packed,
+                              [](uint8_t *) { return size_t(8); }));
     for (int i = 0; i < 1000; ++i) {
         lane->progress();
     }
