@@ -211,11 +211,17 @@ private:
     ucs_status_t start(bool renewed);
     /* progress_control() of an open lane; *data: the data path may run. */
     unsigned     advance_control(bool *data);
-    /* A request from the pool, its fields reset and these set. */
+    /* A request from the pool, its fields reset and these set; the pool
+     * grows by one when empty (std::bad_alloc when it cannot, nothing
+     * changed). */
     SendRequest *alloc_request(SendOwner *owner, abi::Op op, uint32_t route,
                                uint32_t rkey, uint64_t remote_addr,
                                uct_completion_t *comp);
     void         free_request(SendRequest *req);
+    /* Queues a request taken from the pool (given back if the queue cannot
+     * grow: std::bad_alloc, nothing held), holds the lane keys `hold` and
+     * stages what fits: UCS_INPROGRESS. */
+    ucs_status_t enqueue(SendRequest *req, uint64_t hold);
     void         request_piece_done(SendRequest *req, ucs_status_t status);
     /* The request ended: its completion waits for deliver(). */
     void         finish_request(SendRequest *req) { finished_.push_back(req); }
