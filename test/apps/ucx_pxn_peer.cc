@@ -53,6 +53,8 @@
  *         (a target of a plain inner transport such as tcp needs this)
  *   contract, fork, put_cancel, pending, zero, oversize, iface_flush
  *         UCT's rules and a process's life: peer_lifecycle.h
+ *   nomem put_zcopy|pending|iface ...
+ *         an allocation that fails inside a UCT call: peer_nomem.h
  *   exit                          exit(0) at once, UCT still open (as an
  *                                 application that never cleans up)
  *   quit                          closes UCT, then returns from main
@@ -62,6 +64,7 @@
  * "sigterm" and the program goes on. Unset: SIGTERM left at its default.
  */
 #include "peer_lifecycle.h"
+#include "peer_nomem.h"
 #include "peer_process.h"
 #include "peer_uct.h"
 
@@ -536,6 +539,8 @@ int main(int argc, char **argv)
                 uct_worker_progress(p.worker);
             }
             reply = "ok";
+        } else if (cmd == "nomem") {
+            reply = pxn_tools::nomem_command(p, in);
         } else if ((reply = pxn_tools::lifecycle_command(p, cmd, in)).empty()) {
             reply = "err unknown command " + cmd;
         }

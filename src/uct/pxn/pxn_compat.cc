@@ -1,6 +1,7 @@
 #include "pxn_compat.h"
 
 #include "pxn_cuda.h"
+#include "pxn_entry.h"
 #include "pxn_ep.h"
 #include "pxn_iface.h"
 #include "pxn_md.h"
@@ -141,7 +142,9 @@ static ucs_status_t uct_pxn_md_mem_reg(uct_md_h tl_md, void *address,
                                        uct_mem_h *memh_p) noexcept
 {
     uct_md_h inner = uct_pxn_md_reg_md(tl_md);
-    uct_pxn_md_notice_registration(address);
+    uct_pxn_entry("uct_md_mem_reg", [&] { /* a hint: the registration */
+        uct_pxn_md_notice_registration(address); /* goes on without it */
+    });
     if (!uct_pxn_md_inner_registers(tl_md)) {
         *memh_p = kPxnMemhNoInner;
         return UCS_OK;
@@ -154,7 +157,9 @@ static ucs_status_t uct_pxn_md_mem_reg(uct_md_h tl_md, void *address,
                                        uct_mem_h *memh_p) noexcept
 {
     uct_md_h inner = uct_pxn_md_reg_md(tl_md);
-    uct_pxn_md_notice_registration(address);
+    uct_pxn_entry("uct_md_mem_reg", [&] { /* a hint: the registration */
+        uct_pxn_md_notice_registration(address); /* goes on without it */
+    });
     if (!uct_pxn_md_inner_registers(tl_md)) {
         *memh_p = kPxnMemhNoInner;
         return UCS_OK;

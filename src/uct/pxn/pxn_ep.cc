@@ -7,6 +7,7 @@
 #include "pxn_ep.h"
 
 #include "pxn_cuda.h"
+#include "pxn_entry.h"
 #include "pxn_iface.h"
 #include "pxn_md.h"
 
@@ -17,6 +18,7 @@ extern "C" {
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
+#include <memory>
 #include <sched.h>
 
 namespace pxn {
@@ -329,20 +331,14 @@ static Ep *impl(uct_ep_h ep)
     return ucs_derived_of(ep, uct_pxn_ep_t)->impl;
 }
 
-UCS_CLASS_INIT_FUNC(uct_pxn_ep_t, const uct_ep_params_t *params)
+/* The ep's C++ side: its Ep connected (to-iface) or ready to give its
+ * address (to-ep), on the iface's list. Nothing stays behind on failure. */
+static ucs_status_t uct_pxn_ep_start(uct_pxn_ep_t *self, uct_pxn_iface_t *iface,
+                                     const uct_ep_params_t *params)
 {
-    uct_pxn_iface_t *iface = ucs_derived_of(params->iface, uct_pxn_iface_t);
-
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
-    if (iface->hub == nullptr) {
-        return UCS_ERR_UNREACHABLE; /* a dormant iface */
-    }
-    try {
-        self->impl = new Ep(iface->hub, &self->super.super, iface->active);
-    } catch (const std::bad_alloc &) {
-        return UCS_ERR_NO_MEMORY;
-    }
-
+    auto ep = std::make_unique<Ep>(iface->hub, &self->super.super,
+                                   iface->active);
+    self->impl = ep.get();
     ucs_status_t status;
     if (params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) {
         pxn::DeviceAddress dev;
@@ -356,17 +352,30 @@ UCS_CLASS_INIT_FUNC(uct_pxn_ep_t, const uct_ep_params_t *params)
                     pxn::kMaxIfaceAddress, &inner_iface)) {
             status = UCS_ERR_INVALID_ADDR;
         } else {
-            status = self->impl->connect_to_iface(dev, inner_iface);
+            status = ep->connect_to_iface(dev, inner_iface);
         }
     } else {
-        status = self->impl->prepare_ep_address();
+        status = ep->prepare_ep_address();
     }
     if (status != UCS_OK) {
-        delete self->impl;
         return status;
     }
-    iface->eps->push_back(self->impl);
+    iface->eps->push_back(ep.get());
+    ep.release();
     return UCS_OK;
+}
+
+UCS_CLASS_INIT_FUNC(uct_pxn_ep_t, const uct_ep_params_t *params)
+{
+    uct_pxn_iface_t *iface = ucs_derived_of(params->iface, uct_pxn_iface_t);
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+    if (iface->hub == nullptr) {
+        return UCS_ERR_UNREACHABLE; /* a dormant iface */
+    }
+    return uct_pxn_entry("uct_ep_create", [&] {
+        return uct_pxn_ep_start(self, iface, params);
+    });
 }
 
 UCS_CLASS_CLEANUP_FUNC(uct_pxn_ep_t)
@@ -388,94 +397,110 @@ ucs_status_t uct_pxn_ep_put_short(uct_ep_h ep, const void *buffer,
                                   unsigned length, uint64_t remote_addr,
                                   uct_rkey_t rkey) noexcept
 {
-    return impl(ep)->put_short(buffer, length, remote_addr, rkey);
+    return uct_pxn_entry("uct_ep_put_short", [&] {
+        return impl(ep)->put_short(buffer, length, remote_addr, rkey);
+    });
 }
 
 ssize_t uct_pxn_ep_put_bcopy(uct_ep_h ep, uct_pack_callback_t pack, void *arg,
                              uint64_t remote_addr, uct_rkey_t rkey) noexcept
 {
-    return impl(ep)->put_bcopy(pack, arg, remote_addr, rkey);
+    return uct_pxn_entry("uct_ep_put_bcopy", [&] {
+        return impl(ep)->put_bcopy(pack, arg, remote_addr, rkey);
+    });
 }
 
 ucs_status_t uct_pxn_ep_put_zcopy(uct_ep_h ep, const uct_iov_t *iov,
                                   size_t iovcnt, uint64_t remote_addr,
                                   uct_rkey_t rkey, uct_completion_t *comp) noexcept
 {
-    return impl(ep)->zcopy(pxn::abi::kOpPut, iov, iovcnt, remote_addr, rkey,
-                           comp);
+    return uct_pxn_entry("uct_ep_put_zcopy", [&] {
+        return impl(ep)->zcopy(pxn::abi::kOpPut, iov, iovcnt, remote_addr,
+                               rkey, comp);
+    });
 }
 
 ucs_status_t uct_pxn_ep_get_bcopy(uct_ep_h ep, uct_unpack_callback_t unpack,
                                   void *arg, size_t length, uint64_t remote_addr,
                                   uct_rkey_t rkey, uct_completion_t *comp) noexcept
 {
-    return impl(ep)->get_bcopy(unpack, arg, length, remote_addr, rkey, comp);
+    return uct_pxn_entry("uct_ep_get_bcopy", [&] {
+        return impl(ep)->get_bcopy(unpack, arg, length, remote_addr, rkey, comp);
+    });
 }
 
 ucs_status_t uct_pxn_ep_get_zcopy(uct_ep_h ep, const uct_iov_t *iov,
                                   size_t iovcnt, uint64_t remote_addr,
                                   uct_rkey_t rkey, uct_completion_t *comp) noexcept
 {
-    return impl(ep)->zcopy(pxn::abi::kOpGet, iov, iovcnt, remote_addr, rkey,
-                           comp);
+    return uct_pxn_entry("uct_ep_get_zcopy", [&] {
+        return impl(ep)->zcopy(pxn::abi::kOpGet, iov, iovcnt, remote_addr,
+                               rkey, comp);
+    });
 }
 
 ucs_status_t uct_pxn_ep_flush(uct_ep_h ep, unsigned flags,
                               uct_completion_t *comp) noexcept
 {
-    return impl(ep)->flush(flags, comp);
+    return uct_pxn_entry("uct_ep_flush", [&] {
+        return impl(ep)->flush(flags, comp);
+    });
 }
 
 ucs_status_t uct_pxn_ep_fence(uct_ep_h ep, unsigned) noexcept
 {
-    return impl(ep)->fence();
+    return uct_pxn_entry("uct_ep_fence", [&] { return impl(ep)->fence(); });
 }
 
 ucs_status_t uct_pxn_ep_pending_add(uct_ep_h ep, uct_pending_req_t *req,
                                     unsigned) noexcept
 {
-    return impl(ep)->pending_add(req);
+    return uct_pxn_entry("uct_ep_pending_add", [&] {
+        return impl(ep)->pending_add(req);
+    });
 }
 
 void uct_pxn_ep_pending_purge(uct_ep_h ep, uct_pending_purge_callback_t cb,
                               void *arg) noexcept
 {
-    impl(ep)->pending_purge(cb, arg);
+    uct_pxn_entry("uct_ep_pending_purge", [&] {
+        impl(ep)->pending_purge(cb, arg);
+    });
 }
 
 ucs_status_t uct_pxn_ep_get_address(uct_ep_h ep, uct_ep_addr_t *addr) noexcept
 {
-    impl(ep)->pack_ep_address(reinterpret_cast<uint8_t*>(addr));
-    return UCS_OK;
+    return uct_pxn_entry("uct_ep_get_address", [&] {
+        impl(ep)->pack_ep_address(reinterpret_cast<uint8_t*>(addr));
+        return UCS_OK;
+    });
 }
 
 ucs_status_t uct_pxn_ep_connect_to_ep(uct_ep_h ep,
                                       const uct_device_addr_t *dev_addr,
                                       const uct_ep_addr_t *ep_addr) noexcept
 {
-    pxn::DeviceAddress dev;
-    pxn::EpAddress addr;
-    if (!pxn::DeviceAddress::unpack(reinterpret_cast<const uint8_t*>(dev_addr),
-                                    pxn::kMaxDeviceAddress, &dev) ||
-        !pxn::EpAddress::unpack(reinterpret_cast<const uint8_t*>(ep_addr),
-                                pxn::kMaxEpAddress, &addr)) {
-        return UCS_ERR_INVALID_ADDR;
-    }
-    try {
+    return uct_pxn_entry("uct_ep_connect_to_ep", [&] {
+        pxn::DeviceAddress dev;
+        pxn::EpAddress addr;
+        if (!pxn::DeviceAddress::unpack(reinterpret_cast<const uint8_t*>(dev_addr),
+                                        pxn::kMaxDeviceAddress, &dev) ||
+            !pxn::EpAddress::unpack(reinterpret_cast<const uint8_t*>(ep_addr),
+                                    pxn::kMaxEpAddress, &addr)) {
+            return UCS_ERR_INVALID_ADDR;
+        }
         return impl(ep)->connect_to_ep(dev, addr);
-    } catch (const std::bad_alloc &) {
-        return UCS_ERR_NO_MEMORY;
-    }
+    });
 }
 
 int uct_pxn_ep_is_connected(uct_ep_h ep, const uct_device_addr_t *dev_addr,
                             const uct_iface_addr_t *iface_addr,
                             const uct_ep_addr_t *ep_addr) noexcept
 {
-    pxn::DeviceAddress dev;
-    pxn::Bytes iface;
-    pxn::EpAddress addr;
-    try {
+    return uct_pxn_entry("uct_ep_is_connected", [&] {
+        pxn::DeviceAddress dev;
+        pxn::Bytes iface;
+        pxn::EpAddress addr;
         if ((dev_addr != nullptr) &&
             !pxn::DeviceAddress::unpack(reinterpret_cast<const uint8_t*>(dev_addr),
                                         pxn::kMaxDeviceAddress, &dev)) {
@@ -493,8 +518,7 @@ int uct_pxn_ep_is_connected(uct_ep_h ep, const uct_device_addr_t *dev_addr,
         }
         return impl(ep)->is_connected_to((dev_addr != nullptr) ? &dev : nullptr,
                                          (iface_addr != nullptr) ? &iface : nullptr,
-                                         (ep_addr != nullptr) ? &addr : nullptr);
-    } catch (const std::bad_alloc &) {
-        return 0;
-    }
+                                         (ep_addr != nullptr) ? &addr : nullptr) ?
+               1 : 0;
+    });
 }

@@ -100,8 +100,8 @@ ucs_status_t Ep::pending_add(uct_pending_req_t *req)
     if (has_resources()) {
         return UCS_ERR_BUSY;
     }
-    pending_.push_back(req);
-    want_progress();
+    want_progress(); /* first: if the request cannot be added, a visit */
+    pending_.push_back(req); /* finds nothing to do */
     return UCS_OK;
 }
 
@@ -118,8 +118,8 @@ bool Ep::needs_progress() const
 void Ep::want_progress()
 {
     if (!queued_) {
+        active_->push_back(this); /* may throw: then not queued */
         queued_ = true;
-        active_->push_back(this);
     }
 }
 

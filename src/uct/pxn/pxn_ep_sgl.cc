@@ -13,8 +13,11 @@
 #include "pxn_ep.h"
 
 #include "pxn_compat.h"
+#include "pxn_entry.h"
 
 #include <ucs/debug/log_def.h>
+
+#include <algorithm>
 
 namespace pxn {
 namespace uct {
@@ -38,9 +41,21 @@ ucs_status_t Ep::sgl(abi::Op op, void *const *buffers, const size_t *lengths,
     if (status != UCS_OK) {
         return status;
     }
+    /* Room for every segment before any key is held: an allocation that
+     * fails leaves nothing held (pxn_entry.h). */
+    size_t segments = 0;
+    for (size_t i = 0; i < count; ++i) {
+        segments += (lengths[i] == 0) ? 0 : (counts != nullptr) ? counts[i] : 1;
+    }
+    scatter_.clear();
+    scatter_.reserve(std::min<size_t>(segments, SendRequest::kMaxScatter));
     LaneControl &control = lane_->control();
     uint64_t held        = 0;
-    scatter_.clear();
+    const auto drop_held = [&] {
+        for (uint64_t bits = held; bits != 0; bits &= bits - 1) {
+            control.rkey_drop(__builtin_ctzll(bits));
+        }
+    };
     for (size_t i = 0; (i < count) && (status == UCS_OK); ++i) {
         const size_t repeat = (counts != nullptr) ? counts[i] : 1;
         const size_t stride = (strides != nullptr) ? strides[i] : 0;
@@ -75,16 +90,19 @@ ucs_status_t Ep::sgl(abi::Op op, void *const *buffers, const size_t *lengths,
     if ((status == UCS_OK) && scatter_.empty()) {
         status = UCS_OK; /* zero bytes: complete at once, nothing posted */
     } else if (status == UCS_OK) {
-        status = lane_->post_scattered(this, op, route_, scatter_.data(),
-                                       scatter_.size(), held, comp);
+        try {
+            status = lane_->post_scattered(this, op, route_, scatter_.data(),
+                                           scatter_.size(), held, comp);
+        } catch (const std::bad_alloc &) {
+            drop_held(); /* the request never took them */
+            throw;
+        }
         if (status == UCS_INPROGRESS) {
             ++issued_;
             return status; /* the request holds the keys now */
         }
     }
-    for (uint64_t bits = held; bits != 0; bits &= bits - 1) {
-        control.rkey_drop(__builtin_ctzll(bits));
-    }
+    drop_held();
     return status;
 }
 
@@ -92,26 +110,6 @@ ucs_status_t Ep::sgl(abi::Op op, void *const *buffers, const size_t *lengths,
 } // namespace pxn
 
 #ifdef PXN_UCX_EP_PUT_SGL_ZCOPY /* a UCX with get_sgl_zcopy has put_sgl_zcopy */
-namespace {
-
-/* Both entries: no exception reaches UCX. */
-ucs_status_t sgl_entry(pxn::abi::Op op, uct_ep_h ep, void *const *buffers,
-                       const size_t *lengths, const uint64_t *remote_addrs,
-                       uct_rkey_t const *rkeys, const size_t *counts,
-                       const size_t *strides, size_t count,
-                       uct_completion_t *comp) noexcept
-{
-    try {
-        return ucs_derived_of(ep, uct_pxn_ep_t)->impl->sgl(
-                op, buffers, lengths, remote_addrs, rkeys, counts, strides,
-                count, comp);
-    } catch (const std::bad_alloc &) {
-        return UCS_ERR_NO_MEMORY;
-    }
-}
-
-} // namespace
-
 ucs_status_t uct_pxn_ep_put_sgl_zcopy(uct_ep_h ep, void *const *buffers,
                                       const size_t *lengths, uct_mem_h const *,
                                       const uint64_t *remote_addrs,
@@ -119,8 +117,11 @@ ucs_status_t uct_pxn_ep_put_sgl_zcopy(uct_ep_h ep, void *const *buffers,
                                       const size_t *counts, const size_t *strides,
                                       size_t count, uct_completion_t *comp) noexcept
 {
-    return sgl_entry(pxn::abi::kOpPut, ep, buffers, lengths, remote_addrs, rkeys,
-                     counts, strides, count, comp);
+    return uct_pxn_entry("uct_ep_put_sgl_zcopy", [&] {
+        return ucs_derived_of(ep, uct_pxn_ep_t)->impl->sgl(
+                pxn::abi::kOpPut, buffers, lengths, remote_addrs, rkeys, counts,
+                strides, count, comp);
+    });
 }
 
 #ifdef PXN_UCX_EP_GET_SGL_ZCOPY
@@ -131,8 +132,11 @@ ucs_status_t uct_pxn_ep_get_sgl_zcopy(uct_ep_h ep, void *const *buffers,
                                       const size_t *counts, const size_t *strides,
                                       size_t count, uct_completion_t *comp) noexcept
 {
-    return sgl_entry(pxn::abi::kOpGet, ep, buffers, lengths, remote_addrs, rkeys,
-                     counts, strides, count, comp);
+    return uct_pxn_entry("uct_ep_get_sgl_zcopy", [&] {
+        return ucs_derived_of(ep, uct_pxn_ep_t)->impl->sgl(
+                pxn::abi::kOpGet, buffers, lengths, remote_addrs, rkeys, counts,
+                strides, count, comp);
+    });
 }
 #endif
 #endif /* PXN_UCX_EP_PUT_SGL_ZCOPY */

@@ -1,6 +1,7 @@
 #include "pxn_iface.h"
 
 #include "pxn_compat.h"
+#include "pxn_entry.h"
 #include "pxn_ep.h"
 #include "pxn_hub.h"
 #include "pxn_md.h"
@@ -17,6 +18,7 @@ extern "C" {
 #include <algorithm>
 #include <cstddef>
 #include <iterator>
+#include <memory>
 #include <string>
 
 using pxn::uct::Hub;
@@ -162,11 +164,9 @@ int uct_pxn_iface_is_reachable(const uct_iface_h tl_iface,
                                     pxn::kMaxDeviceAddress, &peer)) {
         return 0;
     }
-    try {
-        return hub_of(tl_iface)->is_reachable(peer);
-    } catch (const std::bad_alloc &) {
-        return 0;
-    }
+    return uct_pxn_entry("uct_iface_is_reachable", [&] {
+        return hub_of(tl_iface)->is_reachable(peer) ? 1 : 0;
+    });
 }
 
 /* pxn's counters as UCX shows them (VFS files, statistics counters), in
@@ -308,7 +308,7 @@ static void uct_pxn_vfs_show_age(void *, ucs_string_buffer_t *strb,
 /* Every endpoint is looked at once in this many progress calls. */
 static constexpr unsigned kScanRounds = 256;
 
-static unsigned uct_pxn_iface_progress(uct_iface_h tl_iface) noexcept
+static unsigned uct_pxn_iface_progress_impl(uct_iface_h tl_iface)
 {
     uct_pxn_iface_t *iface = ucs_derived_of(tl_iface, uct_pxn_iface_t);
     if ((iface->hub == nullptr) || iface->hub->inherited()) {
@@ -373,11 +373,21 @@ static unsigned uct_pxn_iface_progress(uct_iface_h tl_iface) noexcept
     return work;
 }
 
+/* An allocation that fails in a round ends that round: what it did not do
+ * waits for the next one. */
+static unsigned uct_pxn_iface_progress(uct_iface_h tl_iface) noexcept
+{
+    return uct_pxn_entry("uct_iface_progress", [&] {
+        return uct_pxn_iface_progress_impl(tl_iface);
+    });
+}
+
 /* Every operation issued on the iface before the call: an ep that failed
  * (its operations ended) or waits for its route (none issued) is flushed.
  * UCT_FLUSH_FLAG_CANCEL is an ep flag only. */
-static ucs_status_t uct_pxn_iface_flush(uct_iface_h tl_iface, unsigned flags,
-                                        uct_completion_t *comp) noexcept
+static ucs_status_t uct_pxn_iface_flush_impl(uct_iface_h tl_iface,
+                                             unsigned flags,
+                                             uct_completion_t *comp)
 {
     uct_pxn_iface_t *iface = ucs_derived_of(tl_iface, uct_pxn_iface_t);
     bool idle              = (iface->hub == nullptr) || iface->hub->inherited() ||
@@ -396,12 +406,22 @@ static ucs_status_t uct_pxn_iface_flush(uct_iface_h tl_iface, unsigned flags,
     return UCS_INPROGRESS;
 }
 
+static ucs_status_t uct_pxn_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                        uct_completion_t *comp) noexcept
+{
+    return uct_pxn_entry("uct_iface_flush", [&] {
+        return uct_pxn_iface_flush_impl(tl_iface, flags, comp);
+    });
+}
+
 static ucs_status_t uct_pxn_iface_fence(uct_iface_h tl_iface, unsigned) noexcept
 {
-    for (pxn::uct::Ep *ep : *ucs_derived_of(tl_iface, uct_pxn_iface_t)->eps) {
-        ep->fence();
-    }
-    return UCS_OK;
+    return uct_pxn_entry("uct_iface_fence", [&] {
+        for (pxn::uct::Ep *ep : *ucs_derived_of(tl_iface, uct_pxn_iface_t)->eps) {
+            ep->fence();
+        }
+        return UCS_OK;
+    });
 }
 
 static ucs_status_t uct_pxn_iface_event_fd_get(uct_iface_h, int *) noexcept
@@ -523,6 +543,41 @@ static uct_iface_internal_ops_t *uct_pxn_iface_internal_ops()
     return &ops;
 }
 
+/* The iface's C++ side: its Hub (none: dormant), lists and statistics
+ * node; nothing of them stays behind on failure. */
+static ucs_status_t uct_pxn_iface_start(uct_pxn_iface_t *self, uct_pxn_md_t *md,
+                                        uct_worker_h worker,
+                                        const uct_iface_params_t *params)
+{
+    std::unique_ptr<Hub> hub;
+    ucs_status_t status = Hub::open(*md->settings, *md->inner,
+                                    params->mode.device.dev_name, worker, &hub);
+    if (status != UCS_OK) {
+        /* pxn never takes UCP down: the iface opens dormant (no
+         * capability, reaches nobody) and UCP goes on without it. */
+        uct_pxn_warn_once(std::string("pxn: not usable on ") +
+                          params->mode.device.dev_name + ": " +
+                          ucs_status_string(status) + " (the line above "
+                          "says why); UCX goes on with its other transports");
+    }
+    auto eps     = std::make_unique<std::vector<pxn::uct::Ep*>>();
+    auto active  = std::make_unique<std::vector<pxn::uct::Ep*>>();
+    auto flushes = std::make_unique<std::deque<uct_completion_t*>>();
+#ifdef ENABLE_STATS
+    /* Without statistics configured at run time the node is NULL. */
+    status = UCS_STATS_NODE_ALLOC(&self->stats, uct_pxn_stats_class_get(),
+                                  self->super.stats, "");
+    if (status != UCS_OK) {
+        return status;
+    }
+#endif
+    self->eps     = eps.release();
+    self->active  = active.release();
+    self->flushes = flushes.release();
+    self->hub     = hub.release();
+    return UCS_OK;
+}
+
 UCS_CLASS_INIT_FUNC(uct_pxn_iface_t, uct_md_h tl_md, uct_worker_h worker,
                     const uct_iface_params_t *params,
                     const uct_iface_config_t *tl_config)
@@ -549,42 +604,9 @@ UCS_CLASS_INIT_FUNC(uct_pxn_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->flushes    = nullptr;
     self->stats_next = 0;
     UCS_STATS_NODE_RESET(&self->stats);
-    try {
-        std::unique_ptr<Hub> hub;
-        ucs_status_t status = Hub::open(*md->settings, *md->inner,
-                                        params->mode.device.dev_name, worker,
-                                        &hub);
-        if (status != UCS_OK) {
-            /* pxn never takes UCP down: the iface opens dormant (no
-             * capability, reaches nobody) and UCP goes on without it. */
-            uct_pxn_warn_once(std::string("pxn: not usable on ") +
-                              params->mode.device.dev_name + ": " +
-                              ucs_status_string(status) + " (the line above "
-                              "says why); UCX goes on with its other transports");
-        }
-        self->eps     = new std::vector<pxn::uct::Ep*>();
-        self->active  = new std::vector<pxn::uct::Ep*>();
-        self->flushes = new std::deque<uct_completion_t*>();
-        self->hub     = hub.release();
-    } catch (const std::bad_alloc &) {
-        delete self->eps;
-        delete self->active;
-        return UCS_ERR_NO_MEMORY;
-    }
-#ifdef ENABLE_STATS
-    /* Without statistics configured at run time the node is NULL. */
-    ucs_status_t status = UCS_STATS_NODE_ALLOC(&self->stats,
-                                               uct_pxn_stats_class_get(),
-                                               self->super.stats, "");
-    if (status != UCS_OK) {
-        delete self->hub;
-        delete self->eps;
-        delete self->active;
-        delete self->flushes;
-        return status;
-    }
-#endif
-    return UCS_OK;
+    return uct_pxn_entry("uct_iface_open", [&] {
+        return uct_pxn_iface_start(self, md, worker, params);
+    });
 }
 
 UCS_CLASS_CLEANUP_FUNC(uct_pxn_iface_t)

@@ -1,5 +1,7 @@
 #include "pxn_log.h"
 
+#include "pxn_entry.h"
+
 #include <ucs/debug/log_def.h>
 
 #include <mutex>
@@ -36,3 +38,10 @@ void warn_once(const std::string &text)
 
 } // namespace uct
 } // namespace pxn
+
+/* No std::string here: memory just ran out. */
+void uct_pxn_entry_no_memory(const char *what) noexcept
+{
+    ucs_error("pxn: out of memory in %s: the call fails with "
+              "UCS_ERR_NO_MEMORY or does less work", what);
+}

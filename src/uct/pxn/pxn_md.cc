@@ -2,6 +2,7 @@
 
 #include "pxn_compat.h"
 #include "pxn_cuda.h"
+#include "pxn_entry.h"
 #include "pxn_log.h"
 #include "pxn_node.h"
 #include "pxn_relay_service.h"
@@ -271,14 +272,61 @@ ucs_status_t uct_pxn_md_open(uct_component_t *component, const char *md_name,
                              const uct_md_config_t *config,
                              uct_md_h *md_p) noexcept
 {
-    try {
+    return uct_pxn_entry("uct_md_open", [&] {
         return uct_pxn_md_open_impl(component, md_name,
                                     ucs_derived_of(config, uct_pxn_md_config_t),
                                     md_p);
-    } catch (const std::bad_alloc &) {
-        ucs_error("pxn: out of memory opening the md");
+    });
+}
+
+static ucs_status_t uct_pxn_md_resources(uct_component_t *component,
+                                         uct_md_resource_desc_t **resources_p,
+                                         unsigned *num_resources_p)
+{
+    if (!pxn::pxn_asked(getenv("UCX_PXN_ENABLE"), getenv("UCX_TLS"))) {
+        /* Decided before the table is read: a job that did not ask for
+         * pxn sees none of it, not even its configuration errors. */
+        ucs_debug("pxn: not enabled (UCX_TLS does not name pxn, "
+                  "UCX_PXN_ENABLE is not 'y')");
+        return UCS_OK;
+    }
+    pxn::Settings settings;
+    if (uct_pxn_read_settings(component, &settings) != UCS_OK) {
+        /* pxn stays out of the way; the error above says why. */
+        return UCS_OK;
+    }
+    if (!pxn::pxn_requested(settings, getenv("UCX_TLS"))) {
+        ucs_debug("pxn: not enabled (UCX_TLS does not name pxn, "
+                  "UCX_PXN_ENABLE is not 'y')");
+        return UCS_OK;
+    }
+    const auto mds = pxn::uct::list_inner_mds(settings.net_tls);
+    if (mds.empty()) {
+        std::string tls;
+        for (const auto &tl : settings.net_tls) {
+            tls += (tls.empty() ? "" : ",") + tl;
+        }
+        uct_pxn_warn_once("pxn: none of UCX_PXN_NET_TLS=" + tls +
+                          " is usable here: pxn offers no memory domain");
+        return UCS_OK;
+    }
+    std::vector<std::string> names; /* before the C array: it cannot leak */
+    for (const auto &md : mds) {
+        names.push_back(pxn::uct::pxn_md_name(md.md_name));
+    }
+    auto *resources = static_cast<uct_md_resource_desc_t*>(
+            ucs_calloc(mds.size(), sizeof(uct_md_resource_desc_t),
+                       "pxn md resources"));
+    if (resources == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
+    for (size_t i = 0; i < mds.size(); ++i) {
+        ucs_strncpy_zero(resources[i].md_name, names[i].c_str(),
+                         sizeof(resources[i].md_name));
+    }
+    *resources_p     = resources;
+    *num_resources_p = mds.size();
+    return UCS_OK;
 }
 
 ucs_status_t uct_pxn_query_md_resources(uct_component_t *component,
@@ -287,51 +335,9 @@ ucs_status_t uct_pxn_query_md_resources(uct_component_t *component,
 {
     *resources_p     = nullptr;
     *num_resources_p = 0;
-    try {
-        if (!pxn::pxn_asked(getenv("UCX_PXN_ENABLE"), getenv("UCX_TLS"))) {
-            /* Decided before the table is read: a job that did not ask for
-             * pxn sees none of it, not even its configuration errors. */
-            ucs_debug("pxn: not enabled (UCX_TLS does not name pxn, "
-                      "UCX_PXN_ENABLE is not 'y')");
-            return UCS_OK;
-        }
-        pxn::Settings settings;
-        if (uct_pxn_read_settings(component, &settings) != UCS_OK) {
-            /* pxn stays out of the way; the error above says why. */
-            return UCS_OK;
-        }
-        if (!pxn::pxn_requested(settings, getenv("UCX_TLS"))) {
-            ucs_debug("pxn: not enabled (UCX_TLS does not name pxn, "
-                      "UCX_PXN_ENABLE is not 'y')");
-            return UCS_OK;
-        }
-        const auto mds = pxn::uct::list_inner_mds(settings.net_tls);
-        if (mds.empty()) {
-            std::string tls;
-            for (const auto &tl : settings.net_tls) {
-                tls += (tls.empty() ? "" : ",") + tl;
-            }
-            uct_pxn_warn_once("pxn: none of UCX_PXN_NET_TLS=" + tls +
-                               " is usable here: pxn offers no memory domain");
-            return UCS_OK;
-        }
-        auto *resources = static_cast<uct_md_resource_desc_t*>(
-                ucs_calloc(mds.size(), sizeof(uct_md_resource_desc_t),
-                           "pxn md resources"));
-        if (resources == nullptr) {
-            return UCS_ERR_NO_MEMORY;
-        }
-        for (size_t i = 0; i < mds.size(); ++i) {
-            ucs_strncpy_zero(resources[i].md_name,
-                             pxn::uct::pxn_md_name(mds[i].md_name).c_str(),
-                             sizeof(resources[i].md_name));
-        }
-        *resources_p     = resources;
-        *num_resources_p = mds.size();
-        return UCS_OK;
-    } catch (const std::bad_alloc &) {
-        return UCS_ERR_NO_MEMORY;
-    }
+    return uct_pxn_entry("uct_component_query", [&] {
+        return uct_pxn_md_resources(component, resources_p, num_resources_p);
+    });
 }
 
 ucs_status_t uct_pxn_rkey_unpack(uct_component_t *, const void *rkey_buffer,

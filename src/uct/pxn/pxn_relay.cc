@@ -291,21 +291,112 @@ bool Relay::fenced(const Lane &lane) const
            (abi::load_relaxed(owner.state) != abi::kLaneClaimed);
 }
 
+bool Relay::has_new_piece(const Lane &lane) const
+{
+    return (lane.epoch != 0) && !lane.refused &&
+           (abi::load_acquire(lane.block.producer().doorbell) >= lane.next_seq) &&
+           (lane.tracker.check(lane.next_seq) == UCS_OK);
+}
+
+void Relay::skip_fenced(Lane &lane)
+{
+    /* Published before its sender gave up on it: never forwarded. */
+    const uint64_t seq = lane.next_seq++;
+    abi::store_release(lane.block.consumer().consumed, seq);
+    abi::bump(counters_->fenced);
+    complete(lane, seq, UCS_ERR_CANCELED);
+}
+
+uint64_t Relay::pick_up(Lane &lane, Piece &piece)
+{
+    /* After the doorbell's acquire: the time of that ring or a later one. */
+    abi::record_wait(counters_->pickup,
+                     abi::load_relaxed(lane.block.producer().rung_ns),
+                     monotonic_ns());
+    const uint64_t seq = lane.next_seq++;
+    abi::store_release(lane.block.consumer().consumed, seq);
+    piece.snapshot.load(&lane.block.descriptor(slot_of(seq, geometry_.slots)));
+    return seq;
+}
+
+ucs_status_t Relay::check_piece(Lane &lane, const Piece &piece, uint64_t seq,
+                                DescReason *reason)
+{
+    const uint32_t route = piece.snapshot.header().route;
+    const LaneCheck check{seq, lane.epoch, geometry_.slot_size,
+                          geometry_.max_plan, routes_->capacity(),
+                          holds(lane, route) && routes_->usable(route),
+                          lane.rkeys.refresh(lane.block, piece.snapshot, route)};
+    const ucs_status_t status = validate_descriptor(piece.snapshot, check, reason);
+    if ((status == UCS_OK) && (piece.snapshot.header().op == abi::kOpGet) &&
+        !net_->has_get()) {
+        /* The descriptor comes from another process: a get for an inner
+         * transport without get_zcopy (tcp) must not reach it. */
+        *reason = DescReason::kBadOp;
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return status;
+}
+
+void Relay::refuse_piece(Lane &lane, uint64_t seq, uint32_t route,
+                         ucs_status_t status, DescReason reason)
+{
+    if ((status == UCS_ERR_INVALID_PARAM) && (reason == DescReason::kRouteInvalid) &&
+        holds(lane, route)) {
+        /* A well-formed piece on a route whose inner ep failed: the target
+         * is gone from here (a new route gets a new ep). */
+        abi::bump(counters_->failed_pieces);
+        complete(lane, seq, UCS_ERR_UNREACHABLE);
+        return;
+    }
+    abi::bump(counters_->rejected);
+    ucs_debug("pxn: relay rejected seq %lu of lane %u: %s", seq, lane.index,
+              desc_reason_name(reason));
+    complete(lane, seq, status);
+}
+
+void Relay::begin_piece(Lane &lane, Piece &piece, uint64_t seq)
+{
+    piece.active    = true;
+    piece.lane      = &lane;
+    piece.seq       = seq;
+    piece.epoch     = lane.epoch;
+    piece.status    = UCS_OK;
+    piece.route     = piece.snapshot.header().route;
+    piece.slot_base = uint64_t(slot_of(seq, geometry_.slots)) *
+                      geometry_.slot_size;
+    routes_->piece_started(piece.route);
+    ++lane.inflight;
+    ++inflight_;
+    abi::store_relaxed(counters_->inflight, uint64_t(inflight_));
+}
+
+void Relay::forward_rma(Lane &lane, Piece &piece)
+{
+    piece.rkeys = 0;
+    for (uint32_t i = 0; i < piece.snapshot.header().plan_count; ++i) {
+        piece.rkeys |= 1ull << piece.snapshot.plans()[i].rkey_index;
+    }
+    lane.rkeys.hold(piece.rkeys);
+    piece.has_op  = false;
+    piece.ops     = 0;
+    piece.sgl_ops = 0;
+    piece.slicer.reset(policy_, piece.snapshot.plans(),
+                       piece.snapshot.header().plan_count);
+    piece.done.comp.func   = piece_completed;
+    piece.done.comp.count  = 1; /* guard while posting */
+    piece.done.comp.status = UCS_OK;
+    post(piece);
+}
+
 unsigned Relay::start_piece(Lane &lane)
 {
-    abi::LaneProducer &producer = lane.block.producer();
-    if ((lane.epoch == 0) || lane.refused ||
-        (abi::load_acquire(producer.doorbell) < lane.next_seq) ||
-        (lane.tracker.check(lane.next_seq) != UCS_OK)) {
+    if (!has_new_piece(lane)) {
         check_stall(lane);
         return 0;
     }
     if (fenced(lane)) {
-        /* Published before its sender gave up on it: never forwarded. */
-        const uint64_t seq = lane.next_seq++;
-        abi::store_release(lane.block.consumer().consumed, seq);
-        abi::bump(counters_->fenced);
-        complete(lane, seq, UCS_ERR_CANCELED);
+        skip_fenced(lane);
         return 1;
     }
     lane.stalled_since = 0;
@@ -313,70 +404,15 @@ unsigned Relay::start_piece(Lane &lane)
     if (piece == nullptr) {
         return 0;
     }
-    /* After the doorbell's acquire: the time of that ring or a later one. */
-    abi::record_wait(counters_->pickup, abi::load_relaxed(producer.rung_ns),
-                     monotonic_ns());
-
-    const uint64_t seq  = lane.next_seq++;
-    const uint32_t slot = slot_of(seq, geometry_.slots);
-    abi::store_release(lane.block.consumer().consumed, seq);
-    piece->snapshot.load(&lane.block.descriptor(slot));
-
-    const uint32_t route = piece->snapshot.header().route;
-    const LaneCheck check{seq, lane.epoch, geometry_.slot_size,
-                          geometry_.max_plan, routes_->capacity(),
-                          holds(lane, route) && routes_->usable(route),
-                          lane.rkeys.refresh(lane.block, piece->snapshot, route)};
+    const uint64_t seq = pick_up(lane, *piece);
     DescReason reason;
-    ucs_status_t status = validate_descriptor(piece->snapshot, check, &reason);
-    if ((status == UCS_OK) && (piece->snapshot.header().op == abi::kOpGet) &&
-        !net_->has_get()) {
-        /* The descriptor comes from another process: a get for an inner
-         * transport without get_zcopy (tcp) must not reach it. */
-        reason = DescReason::kBadOp;
-        status = UCS_ERR_UNSUPPORTED;
-    }
-    if ((status == UCS_ERR_INVALID_PARAM) && (reason == DescReason::kRouteInvalid) &&
-        holds(lane, route)) {
-        /* A well-formed piece on a route whose inner ep failed: the target
-         * is gone from here (a new route gets a new ep). */
-        abi::bump(counters_->failed_pieces);
-        complete(lane, seq, UCS_ERR_UNREACHABLE);
-        return 1;
-    }
+    const ucs_status_t status = check_piece(lane, *piece, seq, &reason);
     if (status != UCS_OK) {
-        abi::bump(counters_->rejected);
-        ucs_debug("pxn: relay rejected seq %lu of lane %u: %s", seq,
-                  lane.index, desc_reason_name(reason));
-        complete(lane, seq, status);
+        refuse_piece(lane, seq, piece->snapshot.header().route, status, reason);
         return 1;
     }
-
-    piece->active    = true;
-    piece->lane      = &lane;
-    piece->seq       = seq;
-    piece->epoch     = lane.epoch;
-    piece->status    = UCS_OK;
-    piece->route     = route;
-    piece->slot_base = uint64_t(slot) * geometry_.slot_size;
-    piece->rkeys     = 0;
-    for (uint32_t i = 0; i < piece->snapshot.header().plan_count; ++i) {
-        piece->rkeys |= 1ull << piece->snapshot.plans()[i].rkey_index;
-    }
-    lane.rkeys.hold(piece->rkeys);
-    piece->has_op    = false;
-    piece->ops       = 0;
-    piece->sgl_ops   = 0;
-    piece->slicer.reset(policy_, piece->snapshot.plans(),
-                        piece->snapshot.header().plan_count);
-    piece->done.comp.func   = piece_completed;
-    piece->done.comp.count  = 1; /* guard while posting */
-    piece->done.comp.status = UCS_OK;
-    routes_->piece_started(route);
-    ++lane.inflight;
-    ++inflight_;
-    abi::store_relaxed(counters_->inflight, uint64_t(inflight_));
-    post(*piece);
+    begin_piece(lane, *piece, seq);
+    forward_rma(lane, *piece);
     return 1;
 }
 

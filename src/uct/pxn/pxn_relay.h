@@ -183,7 +183,42 @@ private:
                (lane.held[route / 64] & (1ull << (route % 64)));
     }
     void     set_held(Lane &lane, uint32_t route, bool held);
+    /* Picks up the lane's next piece, if any, and forwards it: the steps
+     * below in this order. Returns 1 when a seq was consumed (forwarded,
+     * refused or fenced), 0 when the lane had nothing or no Piece is
+     * free. */
     unsigned start_piece(Lane &lane);
+    /* The lane is acknowledged and usable, its next seq's doorbell rang
+     * (acquire: the descriptor is visible) and that seq's completion slot
+     * is free. Reads only. */
+    bool     has_new_piece(const Lane &lane) const;
+    /* The next seq of a fenced lane: consumed and completed
+     * UCS_ERR_CANCELED, counted as `fenced`; nothing reaches the inner
+     * transport. */
+    void     skip_fenced(Lane &lane);
+    /* Consumes the next seq (stamps the pickup wait, releases `consumed`
+     * to the sender) and copies its descriptor into `piece`'s snapshot,
+     * which everything after reads instead of shared memory. Returns the
+     * seq. `piece` stays inactive. */
+    uint64_t pick_up(Lane &lane, Piece &piece);
+    /* Validates the snapshot against the lane (routes held, geometry,
+     * keys: refreshes the lane's unpacked keys it names) and the inner
+     * transport (no get without get_zcopy). UCS_OK, or the status to
+     * complete with and `*reason`. */
+    ucs_status_t check_piece(Lane &lane, const Piece &piece, uint64_t seq,
+                             DescReason *reason);
+    /* Completes a seq that check_piece() refused: UCS_ERR_UNREACHABLE for a
+     * well-formed piece on a held route whose inner ep failed (counted as
+     * failed), else `status` (counted as rejected). */
+    void     refuse_piece(Lane &lane, uint64_t seq, uint32_t route,
+                          ucs_status_t status, DescReason reason);
+    /* Makes `piece` the active piece of (lane, seq): route and slot from its
+     * snapshot, counted in flight on the lane, the relay and its route.
+     * Whatever forwards it ends in finish(). Kind-independent. */
+    void     begin_piece(Lane &lane, Piece &piece, uint64_t seq);
+    /* RMA forwarding of a begun piece: holds the lane keys its plans name
+     * (until finish()), slices its plans and posts them (post()). */
+    void     forward_rma(Lane &lane, Piece &piece);
     /* The fence (above): nothing more of this incarnation goes out. */
     bool     fenced(const Lane &lane) const;
     void     post(Piece &piece);

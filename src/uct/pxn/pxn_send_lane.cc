@@ -14,6 +14,15 @@ namespace uct {
 
 namespace {
 
+/* Capacity for `size` elements, growing as push_back would: a list made
+ * ready before a change that must not fail half-way. */
+template <typename T> void make_room(std::vector<T> &list, size_t size)
+{
+    if (list.capacity() < size) {
+        list.reserve(std::max(size, 2 * list.capacity()));
+    }
+}
+
 constexpr size_t   kMaxQueued      = 4096;
 constexpr uint64_t kOpenMaxNs      = 50000;   /* 50 us */
 
@@ -125,11 +134,15 @@ SendRequest *SendLane::alloc_request(SendOwner *owner, abi::Op op,
 {
     SendRequest *req;
     if (pool_.empty()) {
-        try {
-            requests_.emplace_back(new SendRequest());
-        } catch (const std::bad_alloc &) {
-            return nullptr;
+        /* Every list a request can be on grows with the pool, here, before
+         * anything changed: once posted, a request never allocates (an
+         * allocation that fails throws out of this call alone). */
+        auto fresh       = std::make_unique<SendRequest>();
+        const size_t all = requests_.size() + 1;
+        for (auto *list : {&pool_, &finished_, &delivering_}) {
+            make_room(*list, all);
         }
+        requests_.push_back(std::move(fresh));
         req = requests_.back().get();
     } else {
         req = pool_.back();
@@ -168,17 +181,11 @@ ucs_status_t SendLane::post(SendOwner *owner, abi::Op op, uint32_t route,
         return UCS_ERR_NO_RESOURCE;
     }
     SendRequest *req = alloc_request(owner, op, route, rkey, remote_addr, comp);
-    if (req == nullptr) {
-        return UCS_ERR_NO_MEMORY;
-    }
     if (!req->add_iov(iov, iovcnt)) {
         free_request(req);
         return UCS_ERR_INVALID_PARAM;
     }
-    hold_rkeys(req->rkeys);
-    queue_.push_back(req);
-    stage();
-    return UCS_INPROGRESS;
+    return enqueue(req, req->rkeys);
 }
 
 ucs_status_t SendLane::post_scattered(SendOwner *owner, abi::Op op,
@@ -196,20 +203,35 @@ ucs_status_t SendLane::post_scattered(SendOwner *owner, abi::Op op,
         return UCS_ERR_NO_RESOURCE;
     }
     SendRequest *req = alloc_request(owner, op, route, 0, 0, comp);
-    if (req == nullptr) {
-        return UCS_ERR_NO_MEMORY;
-    }
     try {
         req->scatter.assign(segs, segs + count); /* capacity kept in the pool */
     } catch (const std::bad_alloc &) {
         free_request(req);
-        return UCS_ERR_NO_MEMORY;
+        throw;
     }
     req->scattered = true;
     req->rkeys     = rkeys;
     req->nsegs     = static_cast<uint32_t>(count);
-    queue_.push_back(req);
-    stage();
+    return enqueue(req, 0); /* the caller holds them, the request takes them */
+}
+
+ucs_status_t SendLane::enqueue(SendRequest *req, uint64_t hold)
+{
+    try {
+        queue_.push_back(req);
+    } catch (const std::bad_alloc &) {
+        free_request(req); /* the pool has room for it (alloc_request) */
+        throw;
+    }
+    hold_rkeys(hold);
+    try {
+        stage();
+    } catch (const std::bad_alloc &) {
+        /* Staging allocates only before it changes a piece (add_to_piece,
+         * append): the request waits in the queue for progress. */
+        ucs_debug("pxn: lane %p: out of memory staging: progress stages it",
+                  this);
+    }
     return UCS_INPROGRESS;
 }
 
@@ -268,11 +290,30 @@ void SendLane::add_to_piece(SendRequest *req)
     }
 }
 
+void SendLane::make_record_room(SendRequest *req, bool get_dest)
+{
+    SlotRecord &record = open_record();
+    try {
+        make_room(record.requests, record.requests.size() + 1);
+        if (get_dest) {
+            make_room(record.get_dest, record.get_dest.size() + 1);
+        }
+    } catch (const std::bad_alloc &) {
+        free_request(req);
+        throw;
+    }
+}
+
 /* Places as much of the request as the open piece takes; returns bytes. */
 uint64_t SendLane::append(SendRequest *req)
 {
     SlotRecord &record  = open_record();
     const uint32_t slot = slot_of(builder_.seq(), geometry_.slots);
+    if (req->op == abi::kOpGet) {
+        /* a place for each of its segments first: fill() cannot stop */
+        make_room(record.get_dest,
+                  record.get_dest.size() + (req->nsegs - req->cursor.seg));
+    }
     add_to_piece(req);
     const auto place = [&](const Placement &p) {
         if (kOpKinds[req->op].packs) {

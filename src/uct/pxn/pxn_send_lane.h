@@ -249,11 +249,17 @@ private:
     ucs_status_t start(bool renewed);
     /* progress_control() of an open lane; *data: the data path may run. */
     unsigned     advance_control(bool *data);
-    /* A request from the pool, its fields reset and these set. */
+    /* A request from the pool, its fields reset and these set; the pool
+     * grows by one when empty (std::bad_alloc when it cannot, nothing
+     * changed). */
     SendRequest *alloc_request(SendOwner *owner, abi::Op op, uint32_t route,
                                uint32_t rkey, uint64_t remote_addr,
                                uct_completion_t *comp);
     void         free_request(SendRequest *req);
+    /* Queues a request taken from the pool (given back if the queue cannot
+     * grow: std::bad_alloc, nothing held), holds the lane keys `hold` and
+     * stages what fits: UCS_INPROGRESS. */
+    ucs_status_t enqueue(SendRequest *req, uint64_t hold);
     void         request_piece_done(SendRequest *req, ucs_status_t status);
     /* The request ended: its completion waits for deliver(). */
     void         finish_request(SendRequest *req) { finished_.push_back(req); }
@@ -264,6 +270,10 @@ private:
         return records_[slot_of(builder_.seq(), geometry_.slots)];
     }
     void         add_to_piece(SendRequest *req);
+    /* Room in the open piece's record for `req` (and a GET destination),
+     * so that staging it cannot fail half-way; on std::bad_alloc `req`
+     * goes back to the pool and the exception goes on. */
+    void         make_record_room(SendRequest *req, bool get_dest);
     void         hold_rkeys(uint64_t rkeys);
     void         drop_rkeys(uint64_t rkeys);
     uint64_t     append(SendRequest *req);
@@ -344,9 +354,7 @@ ucs_status_t SendLane::stage_now(SendOwner *owner, const ImmediateOp &op,
     }
     SendRequest *req = alloc_request(owner, op.op, op.route, op.rkey,
                                      op.remote_addr, op.comp);
-    if (req == nullptr) {
-        return UCS_ERR_NO_MEMORY;
-    }
+    make_record_room(req, !kind.packs);
     req->staged = true;
     hold_rkeys(req->rkeys);
     add_to_piece(req);

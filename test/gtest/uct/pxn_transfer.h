@@ -199,6 +199,23 @@ protected:
         return c;
     }
 
+    /* cross_rail() with cma peers (they have gets): relay node 0 rail r1,
+     * target node 1 rail r1, sender node 0 rail r0. */
+    CrossRail cma_cross_rail(size_t size, int seed)
+    {
+        CrossRail c;
+        c.relay  = cma_peer(0, "r1");
+        c.target = cma_peer(1, "r1");
+        c.sender = cma_peer(0, "r0");
+        if (!c.relay || !c.target || !c.sender) {
+            return c;
+        }
+        c.t = target_buffer(c.target, size);
+        source_buffer(c.sender, size, seed);
+        EXPECT_EQ("ok", c.sender->call("connect " + c.t.dev + " " + c.t.iface));
+        return c;
+    }
+
     /* "done <status string> <ns> <ops>" -> status string */
     static std::string status_of(const std::string &done)
     {

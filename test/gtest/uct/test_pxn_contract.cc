@@ -34,23 +34,6 @@ protected:
         return ((reply.size() == 2) && (reply[0] == "contract")) ?
                std::stol(reply[1]) : -1;
     }
-
-    /* cross_rail() with cma peers (they have gets): relay node 0 rail r1,
-     * target node 1 rail r1, sender node 0 rail r0. */
-    pxn_test::CrossRail cma_cross_rail(size_t size, int seed)
-    {
-        pxn_test::CrossRail c;
-        c.relay  = cma_peer(0, "r1");
-        c.target = cma_peer(1, "r1");
-        c.sender = cma_peer(0, "r0");
-        if (!c.relay || !c.target || !c.sender) {
-            return c;
-        }
-        c.t = target_buffer(c.target, size);
-        source_buffer(c.sender, size, seed);
-        EXPECT_EQ("ok", c.sender->call("connect " + c.t.dev + " " + c.t.iface));
-        return c;
-    }
 };
 
 /* The repro of a UCP abort (uct_iface.h "comp->count > 0"): an operation
