@@ -119,7 +119,14 @@ ucs_status_t UctNet::open(const InnerMd &md, const std::string &tl_name,
     net->mode_ = (to_ep && (prefer_ep || !to_iface)) ? ConnectMode::kEp :
                                                        ConnectMode::kIface;
 
-    if (net->attr_.cap.event_flags & UCT_IFACE_FLAG_EVENT_FD) {
+    /* cuda_ipc's arm puts a host function into each copy stream with work
+     * in flight (cuLaunchHostFunc): every later copy on that stream waits
+     * for the host thread to run it, so a relay that slept on that fd
+     * between pieces would hold back its own next copies. Its completions
+     * are polled instead (the engine naps, relay-engine.md). */
+    const bool arm_stalls_copies = (tl_name == "cuda_ipc");
+    if ((net->attr_.cap.event_flags & UCT_IFACE_FLAG_EVENT_FD) &&
+        !arm_stalls_copies) {
         net->events_ = ((net->attr_.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV) ?
                         UCT_EVENT_RECV : 0) |
                        ((net->attr_.cap.event_flags & UCT_IFACE_FLAG_EVENT_SEND_COMP) ?
