@@ -55,6 +55,8 @@
  *         UCT's rules and a process's life: peer_lifecycle.h
  *   nomem put_zcopy|pending|iface ...
  *         an allocation that fails inside a UCT call: peer_nomem.h
+ *   am listen|send|stats|caps ...
+ *         active messages, sent numbered and checked: peer_am.h
  *   exit                          exit(0) at once, UCT still open (as an
  *                                 application that never cleans up)
  *   quit                          closes UCT, then returns from main
@@ -63,6 +65,7 @@
  * own before opening UCT (own) or after (after); it writes the line
  * "sigterm" and the program goes on. Unset: SIGTERM left at its default.
  */
+#include "peer_am.h"
 #include "peer_lifecycle.h"
 #include "peer_nomem.h"
 #include "peer_process.h"
@@ -541,6 +544,8 @@ int main(int argc, char **argv)
             reply = "ok";
         } else if (cmd == "nomem") {
             reply = pxn_tools::nomem_command(p, in);
+        } else if (cmd == "am") {
+            reply = pxn_tools::am_command(p, in);
         } else if ((reply = pxn_tools::lifecycle_command(p, cmd, in)).empty()) {
             reply = "err unknown command " + cmd;
         }

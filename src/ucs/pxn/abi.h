@@ -49,7 +49,7 @@ namespace pxn {
 namespace abi {
 
 constexpr uint64_t kMagic      = 0x314e58505843556full; /* "oUCXPXN1" */
-constexpr uint32_t kAbiVersion = 8;
+constexpr uint32_t kAbiVersion = 9;
 constexpr size_t   kCacheLine  = 64;
 constexpr size_t   kNameMax    = 64;  /* NUL-terminated names */
 constexpr size_t   kHandleMax  = 128; /* arena export handle */
@@ -87,7 +87,9 @@ enum LaneState : uint32_t {
 
 enum Op : uint32_t {
     kOpPut = 1, /* slot -> target memory */
-    kOpGet = 2  /* target memory -> slot */
+    kOpGet = 2, /* target memory -> slot */
+    kOpAm  = 3  /* slot -> the target iface's AM handlers, a message per
+                   plan (am_frame.h) */
 };
 
 enum RouteKind : uint32_t {

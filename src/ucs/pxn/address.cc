@@ -155,18 +155,29 @@ const RelayEpAddress *EpAddress::relay_for(uint32_t rail) const
 
 size_t iface_address_size(size_t inner_len)
 {
-    const size_t size = 1 + inner_len;
+    const size_t size = 1 + inner_len + sizeof(uint32_t);
     return (size <= kMaxIfaceAddress) ? size : 0;
 }
 
-void pack_iface_address(const Bytes &inner, uint8_t *out)
+void pack_iface_address(const Bytes &inner, uint32_t am_cookie, uint8_t *out)
 {
-    Writer(out).write_bytes(inner);
+    Writer w(out);
+    w.write_bytes(inner);
+    w.write(am_cookie);
 }
 
-bool unpack_iface_address(const uint8_t *in, size_t size, Bytes *inner)
+bool unpack_iface_address(const uint8_t *in, size_t size, Bytes *inner,
+                          uint32_t *am_cookie)
 {
-    return Reader(in, size).read_bytes(inner);
+    Reader r(in, size);
+    uint32_t cookie;
+    if (!r.read_bytes(inner) || !r.read(&cookie)) {
+        return false;
+    }
+    if (am_cookie != nullptr) {
+        *am_cookie = cookie;
+    }
+    return true;
 }
 
 } // namespace pxn

@@ -8,8 +8,10 @@
  *   rail: the rail hash (31 bits) | bit 31 (kDeviceHome): the device is its
  *   process's home device, the NIC near its GPU: only such ifaces are
  *   targets of pxn (a process receives where its GPU is near).
- * Iface address (CONNECT_TO_IFACE inner transports): the inner iface
- *   address: u8 len | inner iface address
+ * Iface address: the inner iface address (CONNECT_TO_IFACE inner
+ *   transports; empty for others) and the iface's AM cookie (am_frame.h;
+ *   0 where the iface receives no active messages):
+ *     u8 len | inner iface address | u32 AM cookie
  * Ep address (CONNECT_TO_EP inner transports):
  *     u8 len | own inner ep address (the target end of routes to us)
  *     u8 n   | n x { u32 rail hash | u8 len | relay inner device address |
@@ -76,10 +78,12 @@ struct EpAddress {
     const RelayEpAddress *relay_for(uint32_t rail) const;
 };
 
-/* Iface address: u8 len | bytes. */
+/* Iface address: u8 len | bytes | u32 AM cookie; 0 when too long. */
 size_t iface_address_size(size_t inner_len);
-void   pack_iface_address(const Bytes &inner, uint8_t *out);
-bool   unpack_iface_address(const uint8_t *in, size_t size, Bytes *inner);
+void   pack_iface_address(const Bytes &inner, uint32_t am_cookie, uint8_t *out);
+/* `am_cookie` may be nullptr. */
+bool   unpack_iface_address(const uint8_t *in, size_t size, Bytes *inner,
+                            uint32_t *am_cookie = nullptr);
 
 } // namespace pxn
 

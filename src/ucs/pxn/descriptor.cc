@@ -1,5 +1,7 @@
 #include "descriptor.h"
 
+#include "am_frame.h"
+
 #include <new>
 
 namespace pxn {
@@ -49,7 +51,8 @@ DescReason check_header(const abi::DescriptorHeader &h, uint32_t max_plan,
     if (h.lane_epoch != lane.lane_epoch) {
         return DescReason::kBadEpoch;
     }
-    if ((h.op != abi::kOpPut) && (h.op != abi::kOpGet)) {
+    if ((h.op != abi::kOpPut) && (h.op != abi::kOpGet) &&
+        ((h.op != abi::kOpAm) || (lane.max_am == 0))) {
         return DescReason::kBadOp;
     }
     if (h.flags != 0) {
@@ -78,23 +81,34 @@ DescReason check_header(const abi::DescriptorHeader &h, uint32_t max_plan,
     return DescReason::kOk;
 }
 
-DescReason check_plans(const abi::Plan *plans, uint32_t count,
+/* An AM plan: one message to one target iface. */
+DescReason check_am_plan(const abi::Plan &p, const LaneCheck &lane)
+{
+    if (!am_plan_address_valid(p.remote_addr) || (p.rkey_index != 0)) {
+        return DescReason::kBadAmTarget;
+    }
+    return (p.length > lane.max_am) ? DescReason::kAmTooLong : DescReason::kOk;
+}
+
+DescReason check_plans(const abi::Plan *plans, uint32_t count, uint32_t op,
                        uint64_t length, const LaneCheck &lane)
 {
     uint64_t sum = 0;
 
     for (uint32_t i = 0; i < count; ++i) {
         const abi::Plan &p = plans[i];
-        if (p.length == 0) {
+        if (op == abi::kOpAm) {
+            const DescReason reason = check_am_plan(p, lane);
+            if (reason != DescReason::kOk) {
+                return reason;
+            }
+        } else if (p.length == 0) {
             return DescReason::kEmptyPlan;
-        }
-        if (p.rkey_index >= abi::kMaxRkeys) {
+        } else if (p.rkey_index >= abi::kMaxRkeys) {
             return DescReason::kRkeyOutOfRange;
-        }
-        if (!(lane.rkeys_valid & (uint64_t(1) << p.rkey_index))) {
+        } else if (!(lane.rkeys_valid & (uint64_t(1) << p.rkey_index))) {
             return DescReason::kRkeyInvalid;
-        }
-        if (range_wraps(p.remote_addr, p.length)) {
+        } else if (range_wraps(p.remote_addr, p.length)) {
             return DescReason::kAddressOverflow;
         }
         /* Checked before adding: sum <= length <= slot_size, so the sum
@@ -166,7 +180,8 @@ ucs_status_t validate_descriptor(const DescriptorSnapshot &snapshot,
     /* plan_count <= max_plan <= capacity here, so load() copied them all. */
     *reason = check_header(h, max_plan, lane);
     if (*reason == DescReason::kOk) {
-        *reason = check_plans(snapshot.plans(), h.plan_count, h.length, lane);
+        *reason = check_plans(snapshot.plans(), h.plan_count, h.op, h.length,
+                              lane);
     }
     return desc_reason_status(*reason);
 }
@@ -191,6 +206,8 @@ const char *desc_reason_name(DescReason reason)
     case DescReason::kAddressOverflow:   return "remote address overflow";
     case DescReason::kPlansExceedLength: return "plans exceed length";
     case DescReason::kPlanSumMismatch:   return "plans short of length";
+    case DescReason::kBadAmTarget:       return "bad AM target";
+    case DescReason::kAmTooLong:         return "AM message too long";
     }
     return "unknown";
 }

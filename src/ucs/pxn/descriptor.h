@@ -20,12 +20,15 @@
  * Validation rules (first failure wins, in this order; the reason is
  * machine-readable for counters and tests):
  *   seq == expected seq (never 0); lane_epoch == the lane's epoch;
- *   op in {PUT, GET}; flags == 0 and reserved bytes == 0 (room for later
- *   ABI versions, which a v1 relay refuses rather than misreads);
+ *   op in {PUT, GET}, or AM where the relay forwards AM (max_am > 0);
+ *   flags == 0 and reserved bytes == 0 (room for later ABI versions, which
+ *   a v1 relay refuses rather than misreads);
  *   1 <= plan_count <= min(max_plan, snapshot capacity);
  *   length <= slot_size; route < routes and usable by the lane;
- *   every plan: length > 0, rkey_index < kMaxRkeys and unpacked,
- *   remote_addr + length <= 2^64 - 1 (no wrap), running sum <= length;
+ *   every plan of PUT and GET: length > 0, rkey_index < kMaxRkeys and
+ *   unpacked, remote_addr + length <= 2^64 - 1 (no wrap); of AM (a message
+ *   each, am_frame.h): am_plan_address_valid(remote_addr), rkey_index 0,
+ *   length <= max_am (0 allowed); every plan: running sum <= length;
  *   sum of plan lengths == length.
  * An accepted descriptor's plans therefore tile [0, length) of its slot,
  * and length <= slot_size.
@@ -120,6 +123,8 @@ struct LaneCheck {
                               connected (the relay's verdict, computed from
                               the same snapshot) */
     uint64_t rkeys_valid;  /* bit k: rkey k is unpacked and current */
+    uint64_t max_am = 0;   /* the longest AM message the relay forwards;
+                              0: it forwards none (kOpAm is a bad op) */
 };
 static_assert(abi::kMaxRkeys <= 64, "rkeys_valid has 64 bits");
 
@@ -140,10 +145,13 @@ enum class DescReason : uint8_t {
     kRkeyInvalid,       /* rkey not unpacked / stale */
     kAddressOverflow,   /* remote_addr + length wraps */
     kPlansExceedLength, /* running sum of plan lengths > length */
-    kPlanSumMismatch    /* sum of plan lengths < length */
+    kPlanSumMismatch,   /* sum of plan lengths < length */
+    kBadAmTarget,       /* kOpAm: a plan's remote_addr is no
+                           am_plan_address() or its rkey_index is not 0 */
+    kAmTooLong          /* kOpAm: a message longer than max_am */
 };
 constexpr unsigned kDescReasonCount =
-        static_cast<unsigned>(DescReason::kPlanSumMismatch) + 1;
+        static_cast<unsigned>(DescReason::kAmTooLong) + 1;
 
 /* UCS_OK with kOk, or desc_reason_status(*reason). Reads only the snapshot
  * and `lane`; never fails to return. */

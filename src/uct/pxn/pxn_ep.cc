@@ -343,16 +343,17 @@ static ucs_status_t uct_pxn_ep_start(uct_pxn_ep_t *self, uct_pxn_iface_t *iface,
     if (params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) {
         pxn::DeviceAddress dev;
         pxn::Bytes inner_iface;
+        uint32_t am_cookie;
         if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) ||
             !pxn::DeviceAddress::unpack(
                     reinterpret_cast<const uint8_t*>(params->dev_addr),
                     pxn::kMaxDeviceAddress, &dev) ||
             !pxn::unpack_iface_address(
                     reinterpret_cast<const uint8_t*>(params->iface_addr),
-                    pxn::kMaxIfaceAddress, &inner_iface)) {
+                    pxn::kMaxIfaceAddress, &inner_iface, &am_cookie)) {
             status = UCS_ERR_INVALID_ADDR;
         } else {
-            status = ep->connect_to_iface(dev, inner_iface);
+            status = ep->connect_to_iface(dev, inner_iface, am_cookie);
         }
     } else {
         status = ep->prepare_ep_address();

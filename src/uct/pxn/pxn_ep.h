@@ -75,8 +75,11 @@ public:
     Ep(const Ep&) = delete;
     Ep &operator=(const Ep&) = delete;
 
+    /* `am_cookie`: the peer iface's (its address); 0 where it receives no
+     * active messages. */
     ucs_status_t connect_to_iface(const DeviceAddress &peer,
-                                  const Bytes &inner_iface_addr);
+                                  const Bytes &inner_iface_addr,
+                                  uint32_t am_cookie = 0);
     ucs_status_t prepare_ep_address();
     size_t       ep_address_size() const;
     void         pack_ep_address(uint8_t *out) const;
@@ -94,6 +97,12 @@ public:
     ucs_status_t get_bcopy(uct_unpack_callback_t unpack, void *arg,
                            size_t length, uint64_t remote_addr,
                            uct_rkey_t rkey, uct_completion_t *comp);
+    /* Active messages (pxn_ep_am.cc): one message each, staged in the call
+     * as a plan of an AM piece (am_frame.h), to the peer iface's handler
+     * `id`; order, completion and failure as put_short/put_bcopy. */
+    ucs_status_t am_short(uint8_t id, uint64_t header, const void *payload,
+                          unsigned length);
+    ssize_t      am_bcopy(uint8_t id, uct_pack_callback_t pack, void *arg);
     ucs_status_t zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
                        uint64_t remote_addr, uct_rkey_t rkey,
                        uct_completion_t *comp);
@@ -265,6 +274,7 @@ private:
     Bytes                     passive_addr_;
 
     uint64_t                  issued_    = 0;
+    uint32_t                  am_cookie_ = 0; /* the peer iface's */
     uint64_t                  completed_ = 0;
     uint64_t                  fence_at_  = 0;
     std::deque<std::pair<uint64_t, uct_completion_t*>> flushes_;
@@ -354,6 +364,11 @@ ucs_status_t uct_pxn_ep_put_short(uct_ep_h tl_ep, const void *buffer,
 ssize_t      uct_pxn_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack,
                                   void *arg, uint64_t remote_addr,
                                   uct_rkey_t rkey) noexcept;
+ucs_status_t uct_pxn_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                 const void *payload, unsigned length) noexcept;
+ssize_t      uct_pxn_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                                 uct_pack_callback_t pack, void *arg,
+                                 unsigned flags) noexcept;
 ucs_status_t uct_pxn_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                   size_t iovcnt, uint64_t remote_addr,
                                   uct_rkey_t rkey, uct_completion_t *comp) noexcept;

@@ -53,7 +53,8 @@ void Ep::route_answered(const RouteAnswer &answer)
 }
 
 ucs_status_t Ep::connect_to_iface(const DeviceAddress &peer,
-                                  const Bytes &inner_iface_addr)
+                                  const Bytes &inner_iface_addr,
+                                  uint32_t am_cookie)
 {
     if (!hub_->is_target(peer)) {
         /* This process, or a peer UCP reaches on its own rail: never ours
@@ -62,6 +63,7 @@ ucs_status_t Ep::connect_to_iface(const DeviceAddress &peer,
     }
     peer_       = peer;
     peer_iface_ = inner_iface_addr;
+    am_cookie_  = am_cookie;
     has_peer_   = true;
     to_iface_   = true;
     std::shared_ptr<SendLane> lane;

@@ -5,12 +5,20 @@
 #include <ucs/debug/log_def.h>
 #include <ucs/pxn/rail_map.h>
 
+#include <algorithm>
+
 namespace pxn {
 namespace uct {
 
 namespace {
 
 constexpr uint64_t kGpuCheckNs = 100000000; /* 100 ms */
+
+/* A target iface's inbox (am_inbox.h): the credit it gives out in all,
+ * and what each route may have on its way. */
+constexpr uint64_t kAmInboxBytes  = 4ull << 20;
+constexpr uint64_t kAmWindowBytes = 256ull << 10;
+constexpr uint32_t kAmSources     = 1024;
 
 } // namespace
 
@@ -54,11 +62,41 @@ ucs_status_t Hub::open(const Settings &settings, const InnerMd &md,
     if (hub->port_->mode() == Net::ConnectMode::kEp) {
         hub->stock_spares(kSpareRoutes); /* ready before the first ep */
     }
+    hub->am_max_ = hub->port_->am_payload_max(settings.geometry.slot_size);
+    if ((hub->am_max_ != 0) && is_home) {
+        status = hub->open_inbox();
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
     *hub_p = std::move(hub);
     return UCS_OK;
 }
 
-Hub::~Hub() = default;
+ucs_status_t Hub::open_inbox()
+{
+    auto inbox = std::make_unique<AmInbox>();
+    ucs_status_t status = inbox->init(kAmInboxBytes, uint32_t(am_max_),
+                                      std::max(kAmWindowBytes, am_cost(am_max_)),
+                                      kAmSources);
+    if (status == UCS_OK) {
+        status = node_->attach_inbox(port_.get(), inbox.get(), &am_cookie_);
+    }
+    if (status != UCS_OK) {
+        ucs_error("pxn: no inbox for active messages on %s: %s",
+                  device_.c_str(), ucs_status_string(status));
+        return status;
+    }
+    inbox_ = std::move(inbox);
+    return UCS_OK;
+}
+
+Hub::~Hub()
+{
+    if (inbox_ != nullptr) {
+        node_->detach_inbox(port_.get(), am_cookie_);
+    }
+}
 
 uint32_t Hub::home_rail_hash()
 {

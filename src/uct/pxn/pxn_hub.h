@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace pxn {
 namespace uct {
@@ -66,6 +67,17 @@ public:
      * to relay. The iface's own rail while the home waits for the GPU. */
     uint32_t        home_rail_hash();
 
+    /* Active messages: the longest message this iface sends through a
+     * relay (0: none), its cookie in its iface address (0: it receives
+     * none: not a target, or no AM on its port) and its received messages,
+     * handed to deliver(const AmInbox::Message&) in arrival order. */
+    size_t   max_am() const { return am_max_; }
+    uint32_t am_cookie() const { return am_cookie_; }
+    template<class Deliver> unsigned drain_am(unsigned max, Deliver &&deliver)
+    {
+        return (inbox_ != nullptr) ?
+               inbox_->drain(max, std::forward<Deliver>(deliver)) : 0;
+    }
     const DeviceAddress &device_address() const { return dev_addr_; }
     const Bytes         &inner_iface_address() const { return iface_addr_; }
 
@@ -109,6 +121,8 @@ public:
 private:
     Hub() = default;
 
+    ucs_status_t open_inbox();
+
     std::shared_ptr<Node>   node_; /* first: destroyed last */
     std::shared_ptr<Net>    port_;
     std::shared_ptr<Sender> sender_;
@@ -120,6 +134,9 @@ private:
     Bytes                   iface_addr_;
     abi::SenderCounters    *sender_counters_ = nullptr;
     uint64_t                next_gpu_check_ns_ = 0;
+    size_t                  am_max_ = 0;
+    uint32_t                am_cookie_ = 0;
+    std::unique_ptr<AmInbox> inbox_; /* after node_: detached first */
 };
 
 } // namespace uct

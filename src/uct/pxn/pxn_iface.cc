@@ -112,6 +112,19 @@ static ucs_status_t uct_pxn_iface_query(uct_iface_h tl_iface,
         attr->cap.get.align_mtu       = 1;
         attr->cap.get.max_iov         = pxn::uct::SendRequest::kMaxIov;
     }
+    if ((hub->max_am() != 0) && to_iface) {
+        /* through relays; UCT's sync callbacks, from iface progress */
+        attr->cap.flags |= UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
+                           UCT_IFACE_FLAG_CB_SYNC;
+        attr->cap.am.max_short       = std::min(hub->max_am(), hub->max_short());
+        attr->cap.am.max_bcopy       = hub->max_am();
+        attr->cap.am.min_zcopy       = 0;
+        attr->cap.am.max_zcopy       = 0;
+        attr->cap.am.opt_zcopy_align = 1;
+        attr->cap.am.align_mtu       = 1;
+        attr->cap.am.max_hdr         = 0;
+        attr->cap.am.max_iov         = 1;
+    }
     attr->device_addr_len = hub->device_address().packed_size();
     attr->iface_addr_len  = to_iface ?
                             pxn::iface_address_size(hub->inner_iface_address().size()) :
@@ -148,7 +161,7 @@ static ucs_status_t uct_pxn_iface_get_address(uct_iface_h tl_iface,
     Hub *hub = hub_of(tl_iface);
     if ((hub != nullptr) &&
         (hub->net().mode() == pxn::uct::Net::ConnectMode::kIface)) {
-        pxn::pack_iface_address(hub->inner_iface_address(),
+        pxn::pack_iface_address(hub->inner_iface_address(), hub->am_cookie(),
                                 reinterpret_cast<uint8_t*>(addr));
     }
     return UCS_OK;
@@ -308,6 +321,9 @@ static void uct_pxn_vfs_show_age(void *, ucs_string_buffer_t *strb,
 /* Every endpoint is looked at once in this many progress calls. */
 static constexpr unsigned kScanRounds = 256;
 
+/* Messages handed to AM handlers per progress call at most. */
+static constexpr unsigned kAmBatch = 16;
+
 static unsigned uct_pxn_iface_progress_impl(uct_iface_h tl_iface)
 {
     uct_pxn_iface_t *iface = ucs_derived_of(tl_iface, uct_pxn_iface_t);
@@ -315,6 +331,15 @@ static unsigned uct_pxn_iface_progress_impl(uct_iface_h tl_iface)
         return 0;
     }
     unsigned work          = iface->hub->progress();
+    /* Active messages that relays forwarded here, to their handlers */
+    work += iface->hub->drain_am(kAmBatch, [&](const pxn::AmInbox::Message &m) {
+        const ucs_status_t status =
+                uct_iface_invoke_am(&iface->super, m.am_id,
+                                    const_cast<void*>(m.data), m.length, 0);
+        ucs_assertv(status == UCS_OK, "AM handler %u kept a message it was "
+                    "not given (UCT_CB_PARAM_FLAG_DESC): %s", m.am_id,
+                    ucs_status_string(status));
+    });
 #ifdef ENABLE_STATS
     if ((iface->stats != nullptr) && (ucs_get_time() > iface->stats_next)) {
         iface->stats_next = ucs_get_time() + ucs_time_from_msec(100);
@@ -499,6 +524,8 @@ static uct_iface_ops_t *uct_pxn_iface_ops()
         uct_iface_ops_t o;
         memset(&o, 0, sizeof(o));
         o.ep_put_short             = uct_pxn_ep_put_short;
+        o.ep_am_short              = uct_pxn_ep_am_short;
+        o.ep_am_bcopy              = uct_pxn_ep_am_bcopy;
         o.ep_put_bcopy             = uct_pxn_ep_put_bcopy;
         o.ep_put_zcopy             = uct_pxn_ep_put_zcopy;
         o.ep_get_bcopy             = uct_pxn_ep_get_bcopy;

@@ -10,6 +10,8 @@ extern "C" {
 #include <ucs/debug/log_def.h>
 #include <ucs/stats/stats_fwd.h>
 
+#include <cstring>
+
 namespace pxn {
 namespace uct {
 
@@ -21,6 +23,27 @@ ucs_status_t net_error_handler(void *, uct_ep_h ep, ucs_status_t status)
      * reports them to the sender. Keep the iface alive. */
     ucs_debug("pxn: inner ep %p failed: %s", ep, ucs_status_string(status));
     return UCS_OK;
+}
+
+/* pxn's one inner AM id: the private worker carries nothing else */
+constexpr uint8_t kInnerAmId = 0;
+
+struct AmPack {
+    const void *header;
+    size_t      header_length;
+    const void *payload;
+    size_t      length;
+};
+
+size_t am_pack(void *dest, void *arg)
+{
+    const auto *pack = static_cast<const AmPack*>(arg);
+    auto *out = static_cast<uint8_t*>(dest);
+    std::memcpy(out, pack->header, pack->header_length);
+    if (pack->length != 0) {
+        std::memcpy(out + pack->header_length, pack->payload, pack->length);
+    }
+    return pack->header_length + pack->length;
 }
 
 } // namespace
@@ -140,6 +163,16 @@ ucs_status_t UctNet::open(const InnerMd &md, const std::string &tl_name,
     if (!net->has_get()) {
         net->max_get_sgl_ = 0;
     }
+    if (net->max_am() > 0) {
+        status = uct_iface_set_am_handler(net->iface_, kInnerAmId, am_handler,
+                                          net.get(), 0 /* sync */);
+        if (status != UCS_OK) {
+            ucs_error("pxn: inner %s/%s refused an AM handler: %s",
+                      tl_name.c_str(), device.c_str(),
+                      ucs_status_string(status));
+            return status;
+        }
+    }
     uct_iface_progress_enable(net->iface_,
                               UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     *net_p = std::move(net);
@@ -152,6 +185,25 @@ ucs_status_t UctNet::sgl_zcopy(bool get, uct_ep_h ep, const Sgl &sgl,
     return uct_pxn_compat_sgl_zcopy(get, ep, sgl.buffers, sgl.lengths,
                                     sgl.memhs, sgl.remote_addrs, sgl.rkeys,
                                     sgl.count, comp);
+}
+
+ucs_status_t UctNet::am_handler(void *arg, void *data, size_t length,
+                                unsigned)
+{
+    static_cast<UctNet*>(arg)->deliver_am(data, length);
+    return UCS_OK; /* the receiver copied what it keeps */
+}
+
+ucs_status_t UctNet::am_send(uct_ep_h ep, const void *header,
+                             size_t header_length, const void *payload,
+                             size_t length)
+{
+    if (header_length + length > max_am()) {
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    AmPack pack{header, header_length, payload, length};
+    const ssize_t sent = uct_ep_am_bcopy(ep, kInnerAmId, am_pack, &pack, 0);
+    return (sent >= 0) ? UCS_OK : static_cast<ucs_status_t>(sent);
 }
 
 Bytes UctNet::device_address() const

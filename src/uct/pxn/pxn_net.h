@@ -25,6 +25,8 @@
 
 #include <uct/api/uct.h>
 
+#include <algorithm>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -109,6 +111,43 @@ public:
                                  uct_mem_h *memh) = 0;
     virtual void         mem_dereg(uct_mem_h memh) = 0;
 
+    /* --- active messages between relays and target ports (am_frame.h) ---
+     * pxn sends them as inner am_bcopy of one AM id on its private worker.
+     * max_am(): the largest frame, 0 where the inner transport has no
+     * am_bcopy (cma, cuda_ipc). */
+    size_t max_am() const
+    {
+        return (attr_.cap.flags & UCT_IFACE_FLAG_AM_BCOPY) ?
+               attr_.cap.am.max_bcopy : 0;
+    }
+    /* The longest AM message pxn carries over this port: what a frame holds
+     * after its header (am_frame.h), at most `slot_size`; 0 without AM, or
+     * where the inner transport connects ep to ep (a target sends grants
+     * back on eps to the relay's iface). The same on both ends of a hop
+     * when their inner transports are configured alike. */
+    size_t am_payload_max(uint64_t slot_size) const
+    {
+        const size_t header = 16; /* sizeof(AmFrameHeader) */
+        if ((mode_ != ConnectMode::kIface) || (max_am() <= header)) {
+            return 0;
+        }
+        return std::min<uint64_t>(max_am() - header, slot_size);
+    }
+    /* Sends one frame: `header` then `payload`, as one inner message of at
+     * most max_am() bytes. UCS_OK, UCS_ERR_NO_RESOURCE (post it again
+     * later: nothing was sent), or the error that failed it. */
+    virtual ucs_status_t am_send(uct_ep_h /* ep */, const void * /* header */,
+                                 size_t /* header_length */,
+                                 const void * /* payload */,
+                                 size_t /* length */)
+    {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    /* Frames that arrive go to `receiver`, inside progress() on the thread
+     * that called it (the lock held); the bytes are valid for the call. */
+    using AmReceiver = std::function<void(const void *data, size_t length)>;
+    void set_am_receiver(AmReceiver receiver) { am_receiver_ = std::move(receiver); }
+
     virtual unsigned progress() = 0;
     /* An fd that becomes readable when progress() may have work, after
      * arm() returned UCS_OK; -1 when the inner iface has none (then the
@@ -120,6 +159,13 @@ public:
 protected:
     Net() = default;
 
+    void deliver_am(const void *data, size_t length)
+    {
+        if (am_receiver_) {
+            am_receiver_(data, length);
+        }
+    }
+
     std::string      tl_name_;
     std::string      device_;
     uct_iface_attr_t attr_{};
@@ -129,6 +175,7 @@ protected:
 
 private:
     std::mutex       lock_;
+    AmReceiver       am_receiver_;
 };
 
 class UctNet final : public Net {
@@ -166,6 +213,8 @@ public:
     }
     ucs_status_t sgl_zcopy(bool get, uct_ep_h ep, const Sgl &sgl,
                            uct_completion_t *comp) override;
+    ucs_status_t am_send(uct_ep_h ep, const void *header, size_t header_length,
+                         const void *payload, size_t length) override;
     ucs_status_t rkey_unpack(const uint8_t *packed, size_t length,
                              uct_rkey_bundle_t *rkey) override;
     void         rkey_release(uct_rkey_bundle_t *rkey) override;
@@ -177,6 +226,9 @@ public:
 
 private:
     UctNet() = default;
+
+    static ucs_status_t am_handler(void *arg, void *data, size_t length,
+                                   unsigned flags);
 
     ucs_async_context_t *async_     = nullptr;
     uct_worker_h         worker_    = nullptr;

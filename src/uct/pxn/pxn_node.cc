@@ -147,12 +147,25 @@ ucs_status_t Node::port_for(const InnerMd &md, const std::string &device,
                              "connect to an iface", dev->tl_name.c_str()));
         return UCS_ERR_UNSUPPORTED;
     }
+    std::shared_ptr<AmPort> am;
+    if (net->am_payload_max(settings_.geometry.slot_size) > 0) {
+        am = std::make_shared<AmPort>(net.get());
+        AmPort *receiver = am.get();
+        net->set_am_receiver([receiver](const void *data, size_t length) {
+            receiver->receive(data, length);
+        });
+    }
     ports_.push_back({dev->tl_name, device, net.get(), net->device_address(),
-                      net->iface_address()});
+                      net->iface_address(), am.get()});
     std::weak_ptr<Node> self = weak_from_this();
-    port->reset(net.release(), [self](Net *n) {
+    port->reset(net.release(), [self, am](Net *n) mutable {
         if (auto node = self.lock()) {
             node->drop_port(n);
+        }
+        {
+            std::lock_guard<std::mutex> guard(n->lock());
+            n->set_am_receiver(nullptr);
+            am.reset(); /* its inner eps go before the Net */
         }
         delete n;
     });
@@ -166,6 +179,28 @@ void Node::drop_port(Net *net)
     ports_.erase(std::remove_if(ports_.begin(), ports_.end(),
                                 [&](const Port &p) { return p.net == net; }),
                  ports_.end());
+}
+
+ucs_status_t Node::attach_inbox(Net *port, AmInbox *inbox, uint32_t *cookie)
+{
+    std::lock_guard<std::mutex> guard(mutex_);
+    for (const Port &p : ports_) {
+        if ((p.net == port) && (p.am != nullptr)) {
+            *cookie = p.am->attach(inbox);
+            return UCS_OK;
+        }
+    }
+    return UCS_ERR_UNSUPPORTED;
+}
+
+void Node::detach_inbox(Net *port, uint32_t cookie)
+{
+    std::lock_guard<std::mutex> guard(mutex_);
+    for (const Port &p : ports_) {
+        if ((p.net == port) && (p.am != nullptr)) {
+            p.am->detach(cookie);
+        }
+    }
 }
 
 /* Caller holds mutex_. An inner md that has `device`, or nullptr. */
@@ -455,6 +490,15 @@ unsigned Node::work()
     for (const Port &port : ports_) {
         std::lock_guard<std::mutex> net_guard(port.net->lock());
         work += port.net->progress();
+        if (port.am != nullptr) {
+            work += port.am->pump([&](uint64_t source, uint64_t granted) {
+                for (const auto &relay : relays_) {
+                    if (&relay->net() == port.net) {
+                        relay->am_granted(source, granted);
+                    }
+                }
+            });
+        }
         for (const auto &relay : relays_) {
             if (&relay->net() == port.net) {
                 work += relay->progress();

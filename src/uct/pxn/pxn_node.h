@@ -37,6 +37,7 @@
 #ifndef PXN_UCT_PXN_NODE_H_
 #define PXN_UCT_PXN_NODE_H_
 
+#include "pxn_am_port.h"
 #include "pxn_net.h"
 #include "pxn_relay_service.h"
 #include "pxn_sender.h"
@@ -82,6 +83,11 @@ public:
                         bool *is_home);
     /* The home rail chosen for an iface on `device`; "" while deferred. */
     std::string  home_rail(const std::string &device);
+    /* Active messages for an iface on `port` go into `inbox` (AmPort):
+     * *cookie names it in the iface's address. UCS_ERR_UNSUPPORTED where
+     * the port carries no AM. */
+    ucs_status_t attach_inbox(Net *port, AmInbox *inbox, uint32_t *cookie);
+    void         detach_inbox(Net *port, uint32_t cookie);
     /* The sender of UCT worker `worker`, shared by its ifaces. */
     ucs_status_t sender_for(const void *worker, std::shared_ptr<Sender> *sender);
 
@@ -112,6 +118,8 @@ private:
         Net        *net;
         Bytes       dev_addr;
         Bytes       iface_addr;
+        AmPort     *am; /* where the port carries AM; owned by the port's
+                           deleter, which ends it before the Net */
     };
 
     explicit Node(const Settings &settings) : settings_(settings) {}

@@ -1,11 +1,14 @@
 #include "pxn_relay.h"
 
 #include <ucs/debug/log_def.h>
+#include <ucs/pxn/am_frame.h>
 #include <ucs/pxn/identity.h>
 #include <ucs/pxn/lane_claim.h>
 
 #include <algorithm>
 #include <cstring>
+
+#include <unistd.h>
 
 namespace pxn {
 namespace uct {
@@ -61,7 +64,13 @@ ucs_status_t Relay::create(const Params &params, const Settings &settings,
         lane.held.assign(route_words, 0);
         lane.rkeys.init(net, relay->counters_);
     }
-    relay->pieces_.resize(settings.inflight_depth);
+    relay->depth_ = settings.inflight_depth;
+    relay->am_max_ = params.host_slots ?
+                     net->am_payload_max(settings.geometry.slot_size) : 0;
+    relay->am_token_base_ = (uint64_t(getpid()) << 40) ^ monotonic_ns();
+    /* a lane's parked AM piece holds a Piece of its own (forward_am) */
+    relay->pieces_.resize(relay->depth_ +
+                          ((relay->am_max_ != 0) ? settings.geometry.lanes : 0));
     for (Piece &piece : relay->pieces_) {
         piece.relay      = relay.get();
         piece.done.piece = &piece;
@@ -323,10 +332,13 @@ ucs_status_t Relay::check_piece(Lane &lane, const Piece &piece, uint64_t seq,
                                 DescReason *reason)
 {
     const uint32_t route = piece.snapshot.header().route;
+    const bool am = (piece.snapshot.header().op == abi::kOpAm);
     const LaneCheck check{seq, lane.epoch, geometry_.slot_size,
                           geometry_.max_plan, routes_->capacity(),
                           holds(lane, route) && routes_->usable(route),
-                          lane.rkeys.refresh(lane.block, piece.snapshot, route)};
+                          am ? 0 : lane.rkeys.refresh(lane.block,
+                                                      piece.snapshot, route),
+                          am_max_};
     const ucs_status_t status = validate_descriptor(piece.snapshot, check, reason);
     if ((status == UCS_OK) && (piece.snapshot.header().op == abi::kOpGet) &&
         !net_->has_get()) {
@@ -391,6 +403,9 @@ void Relay::forward_rma(Lane &lane, Piece &piece)
 
 unsigned Relay::start_piece(Lane &lane)
 {
+    if (lane.parked) {
+        return 0; /* behind its AM piece that waits for credit */
+    }
     if (!has_new_piece(lane)) {
         check_stall(lane);
         return 0;
@@ -412,7 +427,11 @@ unsigned Relay::start_piece(Lane &lane)
         return 1;
     }
     begin_piece(lane, *piece, seq);
-    forward_rma(lane, *piece);
+    if (piece->snapshot.header().op == abi::kOpAm) {
+        forward_am(lane, *piece);
+    } else {
+        forward_rma(lane, *piece);
+    }
     return 1;
 }
 
@@ -438,6 +457,10 @@ inline bool Relay::fill(Piece &piece, size_t max)
  * failed. The completion guard is released once everything is posted. */
 void Relay::post(Piece &piece)
 {
+    if (piece.snapshot.header().op == abi::kOpAm) {
+        post_am(piece);
+        return;
+    }
     const Lane  &lane = *piece.lane;
     const bool   get  = (piece.snapshot.header().op == abi::kOpGet);
     const Batch &b    = piece.batch;
@@ -559,7 +582,7 @@ unsigned Relay::progress()
         if ((round_ % kRouteRounds) == 0) {
             work += serve_routes(lane);
         }
-        if (inflight_ < pieces_.size()) {
+        if (inflight_ - parked_ < depth_) {
             work += start_piece(lane);
         }
     }
@@ -613,7 +636,7 @@ Relay::Pending Relay::pending() const
             continue;
         }
         if ((abi::load_acquire(producer.doorbell) >= lane.next_seq) &&
-            (inflight_ < pieces_.size())) {
+            (inflight_ - parked_ < depth_) && !lane.parked) {
             return Pending::kNow;
         }
         /* Not rung yet, or waiting for a piece to free up (whose completion

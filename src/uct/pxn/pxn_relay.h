@@ -5,7 +5,9 @@
  * validates a private copy of each descriptor, forwards the piece from its
  * slot with the inner transport (put_zcopy for PUT, get_zcopy into the slot
  * for GET; its slices together as one put/get_sgl_zcopy where the inner
- * transport has those) and writes completions in seq order.
+ * transport has those), forwards an AM piece's messages to their target
+ * ifaces within the credit those grant (pxn_relay_am.cc) and writes
+ * completions in seq order.
  *
  * Threading: progress() and everything else run on the engine thread with
  * the Net lock held; inner completion callbacks run inside Net::progress()
@@ -58,6 +60,7 @@
 #include <functional>
 #include <memory>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 namespace pxn {
@@ -84,6 +87,9 @@ public:
         RouteTable::LocalCheck is_local;
         CommitLane             commit_lane;
         ReleaseLane            release_lane;
+        /* The CPU can read the slots (a host arena): the relay forwards AM
+         * pieces only then (their bytes go out through inner am_bcopy). */
+        bool                   host_slots = true;
     };
 
     /* Everything in `params` must outlive the relay. */
@@ -109,6 +115,15 @@ public:
     void sweep_owners(uint64_t now);
     const RouteTable &routes() const { return *routes_; }
 
+    /* Active messages (pxn_relay_am.cc). The longest message the relay
+     * forwards: what one inner AM carries after its frame header, within a
+     * slot; 0 where the inner transport has no AM or connects ep to ep. */
+    size_t max_am() const { return am_max_; }
+    /* A target's grant for route token `source` (AmPort, this relay's
+     * port): credit for AM pieces waiting on it. Unknown tokens (a route
+     * gone since) are ignored. */
+    void   am_granted(uint64_t source, uint64_t granted);
+
 private:
     struct Lane {
         LaneBlock             block;
@@ -126,6 +141,8 @@ private:
         LaneSlots             slots;             /* while committed */
         bool                  committed = false; /* slots' memory */
         bool                  refused   = false; /* acknowledged unusable */
+        bool                  parked    = false; /* its AM piece waits for
+                                                    credit: no new piece */
     };
 
     struct Piece;
@@ -166,7 +183,10 @@ private:
         Batch              batch;
         uint32_t           ops     = 0;    /* inner operations posted */
         uint32_t           sgl_ops = 0;    /* of which scatter-gather */
-        bool               has_op = false; /* batch not yet posted */
+        bool               has_op = false; /* batch not yet posted, or an
+                                              AM message not yet sent */
+        uint32_t           am_next   = 0; /* AM: next plan (message) */
+        uint64_t           am_offset = 0; /* AM: its bytes in the slot */
         bool               posting = false;
         bool               active = false;
         ucs_status_t       status = UCS_OK;
@@ -219,6 +239,15 @@ private:
     /* RMA forwarding of a begun piece: holds the lane keys its plans name
      * (until finish()), slices its plans and posts them (post()). */
     void     forward_rma(Lane &lane, Piece &piece);
+    /* AM forwarding of a begun piece: its messages in plan order, each as
+     * one inner AM to the route's target, once the flow (route, target
+     * iface) announced itself and has the credit (am_frame.h). A message
+     * without credit or inner resources parks the piece (and its lane: no
+     * new piece behind it) until a grant or a later round; parked pieces
+     * do not count against UCX_PXN_INFLIGHT_DEPTH. */
+    void     forward_am(Lane &lane, Piece &piece);
+    void     post_am(Piece &piece);
+    void     park(Piece &piece, bool parked);
     /* The fence (above): nothing more of this incarnation goes out. */
     bool     fenced(const Lane &lane) const;
     void     post(Piece &piece);
@@ -245,6 +274,21 @@ private:
     std::vector<Lane>           lanes_;
     std::vector<Piece>          pieces_;
     unsigned                    inflight_  = 0;
+    unsigned                    depth_     = 0; /* UCX_PXN_INFLIGHT_DEPTH */
+    unsigned                    parked_    = 0; /* AM pieces waiting */
+    /* AM flows: (route << 32 | cookie) -> credit, and token -> that key */
+    struct AmFlow {
+        uint64_t route_gen  = 0;
+        uint64_t token      = 0;
+        uint64_t granted    = 0;
+        uint64_t sent       = 0;
+        bool     hello_sent = false;
+    };
+    std::unordered_map<uint64_t, AmFlow>   am_flows_;
+    std::unordered_map<uint64_t, uint64_t> am_tokens_;
+    uint64_t                    am_token_base_ = 0;
+    uint64_t                    am_next_token_ = 0;
+    size_t                      am_max_ = 0;
     uint32_t                    next_lane_ = 0;
     uint64_t                    round_     = 0; /* progress() calls */
     uint64_t                    next_sweep_ns_ = 0;

@@ -25,6 +25,7 @@ ucs_status_t RouteTable::allocate(uint32_t *id)
         if (!routes_[i].used) {
             routes_[i]      = Route();
             routes_[i].used = true;
+            routes_[i].gen  = ++next_gen_;
             ++active_;
             *id = i;
             return UCS_OK;

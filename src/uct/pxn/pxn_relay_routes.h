@@ -64,6 +64,9 @@ public:
                !routes_[id].failed;
     }
     uct_ep_h ep(uint32_t id) const { return routes_[id].ep; }
+    /* Which use of id `id` this is: a new number each time it is given to
+     * a target (what the relay keeps per route goes with it). */
+    uint64_t gen(uint32_t id) const { return routes_[id].gen; }
     void     piece_started(uint32_t id) { ++routes_[id].inflight; }
     /* May be called from an inner completion callback: nothing is
      * destroyed before collect(). */
@@ -84,6 +87,7 @@ private:
         bool     failed    = false;
         uint32_t refs      = 0;
         uint32_t inflight  = 0;
+        uint64_t gen       = 0;
     };
 
     ucs_status_t allocate(uint32_t *id);
@@ -97,6 +101,7 @@ private:
     std::vector<Route> routes_;
     std::vector<uint32_t> settled_; /* routes that had their last piece end */
     uint32_t           active_ = 0;
+    uint64_t           next_gen_ = 0;
     bool               warned_full_ = false;
 };
 

@@ -90,6 +90,11 @@ public:
         return (now - last_work_ns_ >= kQuietNs) ? arena_->tend(now) : 0;
     }
     Relay::Pending pending() const { return relay_->pending(); }
+    /* A grant for one of its AM routes (AmPort, Relay::am_granted). */
+    void am_granted(uint64_t source, uint64_t granted)
+    {
+        relay_->am_granted(source, granted);
+    }
     unsigned inflight() const { return relay_->inflight(); }
     void     heartbeat(uint64_t now_ns);
     RelayWakeup &wakeup() { return wakeup_; }

@@ -107,14 +107,18 @@ struct OpKind {
     ucs_status_t staged; /* what stage_now() returns once it is staged:
                             UCS_OK (nothing left for the caller to wait
                             for) or UCS_INPROGRESS (its comp follows) */
+    bool         keyed;  /* names a remote key (the lane's rkey entry) */
+    bool         empty;  /* a zero-length one still goes (a message) */
 };
 
 inline constexpr OpKind kOpKinds[] = {
-    {false, UCS_ERR_INVALID_PARAM}, /* 0: no operation */
-    {true,  UCS_OK},                /* abi::kOpPut */
-    {false, UCS_INPROGRESS},        /* abi::kOpGet */
+    {false, UCS_ERR_INVALID_PARAM, false, false}, /* 0: no operation */
+    {true,  UCS_OK,                true,  false}, /* abi::kOpPut */
+    {false, UCS_INPROGRESS,        true,  false}, /* abi::kOpGet */
+    {true,  UCS_OK,                false, true},  /* abi::kOpAm */
 };
-static_assert((abi::kOpPut == 1) && (abi::kOpGet == 2), "kOpKinds' rows");
+static_assert((abi::kOpPut == 1) && (abi::kOpGet == 2) && (abi::kOpAm == 3),
+              "kOpKinds' rows");
 
 /* An operation staged whole in the posting call (SendLane::stage_now):
  * one segment to one remote range, on the lane's rkey entry `rkey`. */
@@ -328,7 +332,7 @@ ucs_status_t SendLane::stage_now(SendOwner *owner, const ImmediateOp &op,
     if (!usable_at(tick())) {
         return opening() ? UCS_ERR_NO_RESOURCE : UCS_ERR_UNREACHABLE;
     }
-    if (op.length == 0) {
+    if ((op.length == 0) && !kind.empty) {
         return UCS_OK;
     }
     /* Queued operations go first; a new piece needs ring credit. */
@@ -342,12 +346,12 @@ ucs_status_t SendLane::stage_now(SendOwner *owner, const ImmediateOp &op,
         const uint32_t slot   = slot_of(builder_.seq(), geometry_.slots);
         const uint64_t offset = builder_.length();
         const ssize_t packed  = pack(stager_->pack_area(slot, offset, bytes));
-        if (packed <= 0) {
+        if ((packed < 0) || ((packed == 0) && !kind.empty)) {
             /* nothing was added: an error, or nothing to deliver */
             return (packed < 0) ? static_cast<ucs_status_t>(packed) : UCS_OK;
         }
         bytes = static_cast<size_t>(packed);
-        if (stager_->packed(slot, offset, bytes) != UCS_OK) {
+        if ((bytes != 0) && (stager_->packed(slot, offset, bytes) != UCS_OK)) {
             quarantine();
             return UCS_ERR_IO_ERROR;
         }
@@ -355,6 +359,9 @@ ucs_status_t SendLane::stage_now(SendOwner *owner, const ImmediateOp &op,
     SendRequest *req = alloc_request(owner, op.op, op.route, op.rkey,
                                      op.remote_addr, op.comp);
     make_record_room(req, !kind.packs);
+    if (!kind.keyed) {
+        req->rkeys = 0;
+    }
     req->staged = true;
     hold_rkeys(req->rkeys);
     add_to_piece(req);

@@ -23,7 +23,7 @@ namespace abi = pxn::abi;
 TEST(AbiLayout, ConstantsArePinned)
 {
     EXPECT_EQ(0, std::memcmp(&abi::kMagic, "oUCXPXN1", 8));
-    EXPECT_EQ(8u, abi::kAbiVersion);
+    EXPECT_EQ(9u, abi::kAbiVersion);
     EXPECT_EQ(1u, abi::kLaneKeepRoutes);
     EXPECT_EQ(64u, abi::kCacheLine);
     EXPECT_EQ(64u, abi::kNameMax);
@@ -49,6 +49,7 @@ TEST(AbiLayout, EnumValuesArePinned)
     EXPECT_EQ(1u, abi::kLaneClaimed);
     EXPECT_EQ(1u, abi::kOpPut);
     EXPECT_EQ(2u, abi::kOpGet);
+    EXPECT_EQ(3u, abi::kOpAm);
     EXPECT_EQ(1u, abi::kRouteToIface);
     EXPECT_EQ(2u, abi::kRouteCreateEp);
     EXPECT_EQ(3u, abi::kRouteConnectEp);

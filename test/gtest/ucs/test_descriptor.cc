@@ -1,3 +1,4 @@
+#include <ucs/pxn/am_frame.h>
 #include <ucs/pxn/descriptor.h>
 
 #include <gtest/gtest.h>
@@ -166,6 +167,59 @@ TEST(Descriptor, RejectsEachCorruptedField)
         EXPECT_EQ(c.reason, validate(buf, lane_check(), &status))
                 << c.what << ": " << pxn::desc_reason_name(validate(buf, lane_check()));
         EXPECT_NE(UCS_OK, status) << c.what;
+    }
+}
+
+/* An AM piece: a message per plan, empty ones too, no remote key. */
+void write_am(DescBuffer *buf, const std::vector<abi::Plan> &plans)
+{
+    std::memset(buf, 0xa5, sizeof(*buf));
+    pxn::write_descriptor(&buf->header, 5, kEpoch, abi::kOpAm, 3, plans.data(),
+                          uint32_t(plans.size()));
+}
+
+TEST(Descriptor, AcceptsAmPiecesOnlyWhereTheRelayForwardsAm)
+{
+    const std::vector<abi::Plan> plans = {
+            {pxn::am_plan_address(7, 0), 100, 0},
+            {pxn::am_plan_address(7, 31), 0, 0},
+            {pxn::am_plan_address(9, 3), 256, 0}};
+    DescBuffer buf;
+    write_am(&buf, plans);
+    pxn::LaneCheck lane = lane_check();
+    lane.rkeys_valid    = 0; /* AM names no key */
+    EXPECT_EQ(DescReason::kBadOp, validate(buf, lane));
+    lane.max_am = 256;
+    EXPECT_EQ(DescReason::kOk, validate(buf, lane));
+}
+
+TEST(Descriptor, RejectsAmPlansWithBadTargetsKeysOrLengths)
+{
+    const std::vector<abi::Plan> good = {{pxn::am_plan_address(7, 1), 100, 0},
+                                         {pxn::am_plan_address(8, 2), 200, 0}};
+    pxn::LaneCheck lane = lane_check();
+    lane.max_am         = 200;
+    const std::vector<Corruption> cases = {
+        {"cookie 0", [](DescBuffer *b) { b->plans[0].remote_addr = pxn::am_plan_address(0, 1); },
+         DescReason::kBadAmTarget},
+        {"id 32", [](DescBuffer *b) { b->plans[1].remote_addr = pxn::am_plan_address(8, 32); },
+         DescReason::kBadAmTarget},
+        {"high bits", [](DescBuffer *b) { b->plans[1].remote_addr |= 1ull << 50; },
+         DescReason::kBadAmTarget},
+        {"a key", [](DescBuffer *b) { b->plans[0].rkey_index = 1; },
+         DescReason::kBadAmTarget},
+        {"too long", [](DescBuffer *b) {
+             b->plans[1].length = 201;
+             b->header.length   = 301;
+         }, DescReason::kAmTooLong},
+        {"plans beyond length", [](DescBuffer *b) { b->header.length = 299; },
+         DescReason::kPlansExceedLength},
+    };
+    for (const Corruption &c : cases) {
+        DescBuffer buf;
+        write_am(&buf, good);
+        c.apply(&buf);
+        EXPECT_EQ(c.reason, validate(buf, lane)) << c.what;
     }
 }
 

@@ -1,0 +1,151 @@
+#include "pxn_am_port.h"
+
+#include <ucs/pxn/am_frame.h>
+
+#include <ucs/debug/log_def.h>
+
+namespace pxn {
+namespace uct {
+
+std::atomic<uint32_t> AmPort::next_cookie_{1};
+
+namespace {
+
+/* A relay port's key: u8 device length | device | iface. */
+Bytes relay_key(const Bytes &dev, const Bytes &iface)
+{
+    Bytes key;
+    key.reserve(1 + dev.size() + iface.size());
+    key.push_back(uint8_t(dev.size()));
+    key.insert(key.end(), dev.begin(), dev.end());
+    key.insert(key.end(), iface.begin(), iface.end());
+    return key;
+}
+
+} // namespace
+
+AmPort::~AmPort()
+{
+    for (auto &entry : eps_) {
+        net_->ep_destroy(entry.second);
+    }
+}
+
+uint32_t AmPort::attach(AmInbox *inbox)
+{
+    uint32_t cookie;
+    do {
+        cookie = next_cookie_.fetch_add(1, std::memory_order_relaxed);
+    } while (cookie == 0);
+    std::lock_guard<std::mutex> guard(mutex_);
+    sinks_.emplace(cookie, Sink{inbox, {}});
+    return cookie;
+}
+
+void AmPort::detach(uint32_t cookie)
+{
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto it = sinks_.find(cookie);
+    if (it == sinks_.end()) {
+        return;
+    }
+    for (const auto &source : it->second.relays) {
+        owed_.erase(source.first);
+    }
+    sinks_.erase(it);
+}
+
+void AmPort::receive(const void *data, size_t length)
+{
+    AmFrame frame;
+    if (read_am_frame(data, length, &frame) != UCS_OK) {
+        refused_.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    const AmFrameHeader &h = frame.header;
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (h.kind == kAmGrant) {
+        try {
+            granted_.emplace_back(h.source, frame.grant.granted);
+        } catch (const std::bad_alloc&) {
+            /* a later grant (cumulative) carries this one too */
+            refused_.fetch_add(1, std::memory_order_relaxed);
+        }
+        return;
+    }
+    auto it = sinks_.find(h.cookie);
+    if (it == sinks_.end()) {
+        refused_.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    Sink &sink = it->second;
+    if (h.kind == kAmHello) {
+        if (sink.inbox->hello(h.source) != UCS_OK) {
+            refused_.fetch_add(1, std::memory_order_relaxed);
+            return;
+        }
+        owed_.erase(h.source); /* its credit starts over */
+        try {
+            sink.relays[h.source] = relay_key(frame.relay_dev,
+                                              frame.relay_iface);
+        } catch (const std::bad_alloc&) {
+            refused_.fetch_add(1, std::memory_order_relaxed);
+        }
+        return;
+    }
+    if (sink.inbox->push(h.source, h.am_id, frame.payload,
+                         uint32_t(frame.payload_length)) != UCS_OK) {
+        refused_.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
+bool AmPort::send_grant(uint64_t source, const Owed &owed)
+{
+    auto it = eps_.find(owed.relay);
+    if (it == eps_.end()) {
+        const Bytes &key = owed.relay;
+        const size_t dev_len = key[0];
+        uct_ep_h ep;
+        /* the relay port's addresses as its hello gave them */
+        if (net_->ep_create_to_iface(&key[1], &key[1 + dev_len], &ep) != UCS_OK) {
+            return false;
+        }
+        it = eps_.emplace(key, ep).first;
+    }
+    uint8_t frame[sizeof(AmFrameHeader) + sizeof(AmGrant)];
+    const size_t length = write_am_grant(frame, sizeof(frame), source,
+                                         owed.granted);
+    return net_->am_send(it->second, frame, length, nullptr, 0) == UCS_OK;
+}
+
+unsigned AmPort::pump(const OnGrant &granted)
+{
+    std::lock_guard<std::mutex> guard(mutex_);
+    unsigned sent = 0;
+    for (const auto &grant : granted_) {
+        granted(grant.first, grant.second);
+        ++sent;
+    }
+    granted_.clear();
+    for (auto &entry : sinks_) {
+        Sink &sink = entry.second;
+        sink.inbox->grants([&](uint64_t source, uint64_t granted) {
+            auto relay = sink.relays.find(source);
+            if (relay != sink.relays.end()) {
+                owed_[source] = Owed{granted, relay->second};
+            }
+        });
+    }
+    for (auto it = owed_.begin(); it != owed_.end();) {
+        if (!send_grant(it->first, it->second)) {
+            ++it; /* again in a later round */
+            continue;
+        }
+        it = owed_.erase(it);
+        ++sent;
+    }
+    return sent;
+}
+
+} // namespace uct
+} // namespace pxn

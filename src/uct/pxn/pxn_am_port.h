@@ -1,0 +1,92 @@
+/*
+ * Active messages at one port (one inner iface of the process, Net): the
+ * receiving end of what relays forward to the process's ifaces there, and
+ * the grants those relays get back.
+ *
+ * - receive() takes every frame of pxn's inner AM id (am_frame.h), checked
+ *   whole first: a data frame goes into the inbox of its cookie (the iface,
+ *   AmInbox::push), a hello registers its route as a source of that inbox
+ *   and records where the route's relay port is, a grant is kept for the
+ *   next pump(), which hands it to the relays on this port. What fails a
+ *   check, names no
+ *   attached iface or exceeds its credit is dropped and counted
+ *   (`refused`), never delivered.
+ * - pump() hands the grants received to `granted`, then asks every inbox for the grants it can give (AmInbox::grants)
+ *   and sends them to the relay ports the hellos named, on inner eps made
+ *   for them once (to-iface inner transports). A grant that cannot go now
+ *   (UCS_ERR_NO_RESOURCE) is kept, the latest value per source, and sent
+ *   in a later pump(): grants are cumulative.
+ * - attach()/detach() make an iface's inbox reachable by its cookie
+ *   (unique in the process, never 0).
+ *
+ * Threading: receive() and pump() run inside the port's progress or the
+ * engine's round, with the Net lock held; attach() and detach() on the
+ * iface's thread. The cookie table has a mutex of its own: receive() may
+ * run in any thread that progresses the port.
+ */
+#ifndef PXN_UCT_PXN_AM_PORT_H_
+#define PXN_UCT_PXN_AM_PORT_H_
+
+#include "pxn_net.h"
+
+#include <ucs/pxn/am_inbox.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace pxn {
+namespace uct {
+
+class AmPort {
+public:
+    /* A grant for a route of a relay on this port: (source, granted). */
+    using OnGrant = std::function<void(uint64_t source, uint64_t granted)>;
+
+    explicit AmPort(Net *net) : net_(net) {}
+    ~AmPort();
+    AmPort(const AmPort&) = delete;
+    AmPort &operator=(const AmPort&) = delete;
+
+    /* `inbox` receives what comes for the returned cookie until detach(). */
+    uint32_t attach(AmInbox *inbox);
+    void     detach(uint32_t cookie);
+
+    void     receive(const void *data, size_t length);
+    unsigned pump(const OnGrant &granted);
+
+    /* Frames dropped: malformed, no such iface, beyond credit. */
+    uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+
+private:
+    struct Sink {
+        AmInbox *inbox;
+        /* source -> the relay port that sent its hello */
+        std::unordered_map<uint64_t, Bytes> relays;
+    };
+    struct Owed {
+        uint64_t granted;
+        Bytes    relay; /* dev | iface key into eps_ */
+    };
+
+    void send_grants(uint32_t cookie, Sink &sink);
+    bool send_grant(uint64_t source, const Owed &owed);
+
+    Net                                *net_;
+    std::vector<std::pair<uint64_t, uint64_t>> granted_; /* received */
+    std::mutex                          mutex_;
+    std::map<uint32_t, Sink>            sinks_;
+    std::map<uint64_t, Owed>            owed_;  /* source -> grant to send */
+    std::map<Bytes, uct_ep_h>           eps_;   /* relay port -> inner ep */
+    std::atomic<uint64_t>               refused_{0};
+    static std::atomic<uint32_t>        next_cookie_;
+};
+
+} // namespace uct
+} // namespace pxn
+
+#endif

@@ -1,0 +1,117 @@
+/*
+ * An ep's active messages: am_short and am_bcopy to a peer on another rail,
+ * staged in the call into the lane of the relay of the peer's rail as
+ * plans of an AM piece (am_frame.h), forwarded by that relay to the peer
+ * iface's port within the credit its inbox grants (pxn_relay_am.cc,
+ * pxn_am_port.h) and handed to its handler by its progress.
+ */
+#include "pxn_ep.h"
+
+#include "pxn_entry.h"
+#include "pxn_hub.h"
+#include "pxn_send_lane.h"
+
+#include <ucs/pxn/am_frame.h>
+
+#include <ucs/debug/log_def.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace pxn {
+namespace uct {
+
+namespace {
+
+/* A message pxn cannot carry to this peer: the peer receives none (a
+ * sender-only iface, a port without AM), or the id is UCT's to refuse. */
+ucs_status_t check_am(uint8_t id, uint32_t cookie, size_t length, size_t max)
+{
+    if ((cookie == 0) || (max == 0)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    if ((id >= kAmIdCount) || (length > max)) {
+        ucs_error("Invalid AM: id %u, length %zu (expected: id < %u, length "
+                  "<= %zu)", id, length, kAmIdCount, max);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+}
+
+} // namespace
+
+ucs_status_t Ep::am_short(uint8_t id, uint64_t header, const void *payload,
+                          unsigned length)
+{
+    const size_t total  = sizeof(header) + length;
+    ucs_status_t status = check_am(id, am_cookie_, total,
+                                   std::min(hub_->max_am(), hub_->max_short()));
+    if (status == UCS_OK) {
+        status = admit();
+    }
+    if (status != UCS_OK) {
+        return status;
+    }
+    size_t packed = 0;
+    status = lane_->stage_now(this, {abi::kOpAm, route_, 0,
+                                     am_plan_address(am_cookie_, id), total},
+                              &packed, [&](uint8_t *dest) {
+                                  std::memcpy(dest, &header, sizeof(header));
+                                  if (length != 0) {
+                                      std::memcpy(dest + sizeof(header),
+                                                  payload, length);
+                                  }
+                                  return ssize_t(total);
+                              });
+    ucs_trace_data("pxn ep %p: am_short id %u %zu bytes: %s", this, id, total,
+                   ucs_status_string(status));
+    issued_ += (status == UCS_OK);
+    return status;
+}
+
+ssize_t Ep::am_bcopy(uint8_t id, uct_pack_callback_t pack, void *arg)
+{
+    ucs_status_t status = check_am(id, am_cookie_, 0, hub_->max_am());
+    if (status == UCS_OK) {
+        status = admit();
+    }
+    if (status != UCS_OK) {
+        return status;
+    }
+    size_t packed = 0;
+    status = lane_->stage_now(this, {abi::kOpAm, route_, 0,
+                                     am_plan_address(am_cookie_, id),
+                                     hub_->max_am()},
+                              &packed, [&](uint8_t *dest) {
+                                  return ssize_t(pack(dest, arg));
+                              });
+    ucs_trace_data("pxn ep %p: am_bcopy id %u %zu bytes: %s", this, id, packed,
+                   ucs_status_string(status));
+    if (status != UCS_OK) {
+        return status;
+    }
+    ++issued_;
+    return static_cast<ssize_t>(packed);
+}
+
+} // namespace uct
+} // namespace pxn
+
+using pxn::uct::Ep;
+
+ucs_status_t uct_pxn_ep_am_short(uct_ep_h ep, uint8_t id, uint64_t header,
+                                 const void *payload, unsigned length) noexcept
+{
+    return uct_pxn_entry("uct_ep_am_short", [&] {
+        return ucs_derived_of(ep, uct_pxn_ep_t)->impl->am_short(id, header,
+                                                               payload, length);
+    });
+}
+
+ssize_t uct_pxn_ep_am_bcopy(uct_ep_h ep, uint8_t id, uct_pack_callback_t pack,
+                            void *arg, unsigned) noexcept
+{
+    return uct_pxn_entry("uct_ep_am_bcopy", [&] {
+        return ucs_derived_of(ep, uct_pxn_ep_t)->impl->am_bcopy(id, pack, arg);
+    });
+}

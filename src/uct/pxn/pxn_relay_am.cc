@@ -1,0 +1,131 @@
+/*
+ * The relay's forwarding of active messages (pxn_relay.h, forward_am()):
+ * beside forward_rma() in pxn_relay.cc, sharing its pieces, lanes, routes,
+ * fence and completions.
+ */
+#include "pxn_relay.h"
+
+#include <ucs/debug/log_def.h>
+#include <ucs/pxn/am_frame.h>
+
+#include <new>
+
+namespace pxn {
+namespace uct {
+
+void Relay::forward_am(Lane &lane, Piece &piece)
+{
+    (void)lane;
+    piece.rkeys            = 0; /* messages name no key */
+    piece.has_op           = false;
+    piece.ops              = 0;
+    piece.sgl_ops          = 0;
+    piece.am_next          = 0;
+    piece.am_offset        = 0;
+    piece.done.comp.status = UCS_OK;
+    post_am(piece);
+}
+
+void Relay::park(Piece &piece, bool parked)
+{
+    if (piece.lane->parked != parked) {
+        piece.lane->parked = parked;
+        parked ? ++parked_ : --parked_;
+    }
+}
+
+void Relay::post_am(Piece &piece)
+{
+    const Lane &lane         = *piece.lane;
+    const abi::Plan *plans   = piece.snapshot.plans();
+    const uint32_t count     = piece.snapshot.header().plan_count;
+    const uint8_t *slot      = lane.slots.base + piece.slot_base;
+    const uint64_t route_gen = routes_->gen(piece.route);
+    uct_ep_h ep              = routes_->ep(piece.route);
+
+    piece.has_op = false;
+    while ((piece.status == UCS_OK) && (piece.am_next < count)) {
+        if (fenced(lane)) {
+            piece.status = UCS_ERR_CANCELED;
+            abi::bump(counters_->fenced);
+            break;
+        }
+        if (!routes_->usable(piece.route)) {
+            piece.status = UCS_ERR_UNREACHABLE; /* its target is gone */
+            break;
+        }
+        const abi::Plan &plan = plans[piece.am_next];
+        const uint32_t cookie = am_plan_cookie(plan.remote_addr);
+        const uint64_t key    = (uint64_t(piece.route) << 32) | cookie;
+        AmFlow *flow;
+        try {
+            flow = &am_flows_[key];
+            if (flow->route_gen != route_gen) {
+                /* a new target behind this route id: a new flow */
+                am_tokens_.erase(flow->token);
+                *flow           = AmFlow();
+                flow->route_gen = route_gen;
+                flow->token     = am_token_base_ + (++am_next_token_);
+                am_tokens_[flow->token] = key;
+            }
+        } catch (const std::bad_alloc&) {
+            piece.status = UCS_ERR_NO_MEMORY;
+            break;
+        }
+        ucs_status_t status = UCS_OK;
+        if (!flow->hello_sent) {
+            uint8_t hello[sizeof(AmFrameHeader) + sizeof(AmHello) + 2 +
+                          2 * UINT8_MAX];
+            const size_t length = write_am_hello(hello, sizeof(hello),
+                                                 flow->token, cookie,
+                                                 am_token_base_,
+                                                 net_->device_address(),
+                                                 net_->iface_address());
+            status = (length == 0) ? UCS_ERR_EXCEEDS_LIMIT :
+                     net_->am_send(ep, hello, length, nullptr, 0);
+            flow->hello_sent = (status == UCS_OK);
+        }
+        const uint64_t cost = am_cost(plan.length);
+        if ((status == UCS_OK) && (flow->sent + cost > flow->granted)) {
+            status = UCS_ERR_NO_RESOURCE; /* until the target grants more */
+        }
+        if (status == UCS_OK) {
+            uint8_t header[sizeof(AmFrameHeader)];
+            write_am_data_header(header, sizeof(header), flow->token, cookie,
+                                 am_plan_id(plan.remote_addr));
+            status = net_->am_send(ep, header, sizeof(header),
+                                   slot + piece.am_offset, plan.length);
+        }
+        if (status == UCS_ERR_NO_RESOURCE) {
+            piece.has_op = true;
+            break;
+        }
+        if (status != UCS_OK) {
+            piece.status = status;
+            break;
+        }
+        flow->sent      += cost;
+        piece.am_offset += plan.length;
+        ++piece.am_next;
+        ++piece.ops;
+    }
+    park(piece, piece.has_op);
+    if (!piece.has_op) {
+        finish(piece);
+    }
+}
+
+void Relay::am_granted(uint64_t source, uint64_t granted)
+{
+    auto token = am_tokens_.find(source);
+    if (token == am_tokens_.end()) {
+        return;
+    }
+    AmFlow &flow = am_flows_[token->second];
+    if (granted > flow.granted) {
+        flow.granted = granted; /* cumulative: an older grant changes nothing */
+    }
+}
+
+} // namespace uct
+} // namespace pxn
