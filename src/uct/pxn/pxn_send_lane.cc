@@ -432,7 +432,10 @@ unsigned SendLane::deliver()
         return 0; /* called from a completion callback */
     }
     delivering_.swap(finished_);
-    for (SendRequest *req : delivering_) {
+    /* By index: a callback that posts may grow the request pool, and
+     * alloc_request() makes room in delivering_ too (a reallocation). */
+    for (size_t i = 0; i < delivering_.size(); ++i) {
+        SendRequest *req = delivering_[i];
         drop_rkeys(req->rkeys);
         if (req->status != UCS_OK) {
             count(counters_->failed_ops);
