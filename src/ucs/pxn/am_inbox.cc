@@ -1,5 +1,6 @@
 #include "am_inbox.h"
 
+#include <algorithm>
 #include <new>
 
 namespace pxn {
@@ -25,6 +26,7 @@ ucs_status_t AmInbox::init(uint64_t capacity, uint32_t max_message,
     window_      = window;
     max_message_ = max_message;
     max_sources_ = max_sources;
+    wake_step_   = std::max(window / 4, largest);
     return UCS_OK;
 }
 

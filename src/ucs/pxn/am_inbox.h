@@ -85,6 +85,23 @@ public:
     {
         return abi::load_acquire(head_) == tail_;
     }
+    /* Consumer: true once every window/4 bytes drained: time to wake the
+     * producer's thread if it sleeps, so that it grants the room again. */
+    bool take_wake()
+    {
+        if (consumed_ - woke_at_ < wake_step_) {
+            return false;
+        }
+        woke_at_ = consumed_;
+        return true;
+    }
+
+    /* Producer: grants() would give something (room came back or a source
+     * is new). */
+    bool grant_pending() const
+    {
+        return grant_due_ || (abi::load_acquire(consumed_) != seen_consumed_);
+    }
 
     /* Written by both threads; a snapshot for counters. */
     AmInboxCounters counters() const;
@@ -126,6 +143,8 @@ private:
     /* consumer */
     alignas(64) uint64_t tail_ = 0;     /* ring position, release */
     uint64_t consumed_         = 0;     /* cost drained, release */
+    uint64_t woke_at_          = 0;     /* consumed_ at the last take_wake() */
+    uint64_t wake_step_        = 0;
     uint64_t messages_         = 0;
     uint64_t bytes_            = 0;
 };

@@ -118,6 +118,20 @@ bool AmPort::send_grant(uint64_t source, const Owed &owed)
     return net_->am_send(it->second, frame, length, nullptr, 0) == UCS_OK;
 }
 
+bool AmPort::pending()
+{
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (!granted_.empty() || !owed_.empty()) {
+        return true;
+    }
+    for (const auto &entry : sinks_) {
+        if (entry.second.inbox->grant_pending()) {
+            return true;
+        }
+    }
+    return false;
+}
+
 unsigned AmPort::pump(const OnGrant &granted)
 {
     std::lock_guard<std::mutex> guard(mutex_);

@@ -57,6 +57,8 @@ public:
     void     detach(uint32_t cookie);
 
     void     receive(const void *data, size_t length);
+    /* pump() has work: grants received, or an inbox with room to grant. */
+    bool     pending();
     unsigned pump(const OnGrant &granted);
 
     /* Frames dropped: malformed, no such iface, beyond credit. */

@@ -75,8 +75,14 @@ public:
     uint32_t am_cookie() const { return am_cookie_; }
     template<class Deliver> unsigned drain_am(unsigned max, Deliver &&deliver)
     {
-        return (inbox_ != nullptr) ?
-               inbox_->drain(max, std::forward<Deliver>(deliver)) : 0;
+        if (inbox_ == nullptr) {
+            return 0;
+        }
+        const unsigned count = inbox_->drain(max, std::forward<Deliver>(deliver));
+        if (inbox_->take_wake()) {
+            node_->wake_engine(); /* it grants the room again */
+        }
+        return count;
     }
     const DeviceAddress &device_address() const { return dev_addr_; }
     const Bytes         &inner_iface_address() const { return iface_addr_; }

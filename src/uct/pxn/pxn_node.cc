@@ -525,6 +525,9 @@ Nap Node::may_sleep()
         if ((port.net->event_fd() >= 0) && (port.net->arm() != UCS_OK)) {
             return Nap::kNone; /* events pending */
         }
+        if ((port.am != nullptr) && port.am->pending()) {
+            return Nap::kNone; /* grants to give or hand on */
+        }
     }
     /* Completions of a port without an event fd must be polled for. */
     Nap nap = std::any_of(relays_.begin(), relays_.end(), [](const auto &r) {

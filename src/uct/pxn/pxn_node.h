@@ -88,6 +88,9 @@ public:
      * the port carries no AM. */
     ucs_status_t attach_inbox(Net *port, AmInbox *inbox, uint32_t *cookie);
     void         detach_inbox(Net *port, uint32_t cookie);
+    /* An inbox drained room its sources wait for: the engine grants it
+     * (ends its sleep). Any thread. */
+    void         wake_engine() { engine_.wake(); }
     /* The sender of UCT worker `worker`, shared by its ifaces. */
     ucs_status_t sender_for(const void *worker, std::shared_ptr<Sender> *sender);
 
