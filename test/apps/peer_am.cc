@@ -69,7 +69,7 @@ std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
                  size_t bytes)
 {
     if ((p.ep == nullptr) || (bytes < sizeof(uint64_t)) ||
-        ((kind != "short") && (kind != "bcopy"))) {
+        ((kind != "short") && (kind != "iov") && (kind != "bcopy"))) {
         return "err " + std::to_string(int(UCS_ERR_INVALID_PARAM));
     }
     std::vector<uint8_t> payload(bytes);
@@ -88,6 +88,14 @@ std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
                 return uct_ep_am_short(p.ep, uint8_t(id), header,
                                        payload.data() + sizeof(header),
                                        unsigned(bytes - sizeof(header)));
+            });
+        } else if (kind == "iov") {
+            /* the number and the pattern in two elements */
+            uct_iov_t iov[2] = {{payload.data(), sizeof(header), nullptr, 0, 1},
+                                {payload.data() + sizeof(header),
+                                 bytes - sizeof(header), nullptr, 0, 1}};
+            posted = post_op([&] {
+                return uct_ep_am_short_iov(p.ep, uint8_t(id), iov, 2);
             });
         } else {
             const ssize_t packed = post_op([&] {

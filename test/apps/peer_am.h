@@ -7,9 +7,10 @@
  *         it is given: the first 8 bytes are the message's number (0, 1, ...
  *         per id), the rest a pattern of that number (am_short's 8-byte
  *         header is the number itself)
- *   am send <short|bcopy> <id> <count> <bytes>
+ *   am send <short|iov|bcopy> <id> <count> <bytes>
  *                                 -> done <status> <ns> <sent>
- *         <count> messages of <bytes> (>= 8) on handler <id>, each posted
+ *         <count> messages of <bytes> (>= 8) on handler <id> (iov:
+ *         am_short_iov of two elements), each posted
  *         again after progress while UCS_ERR_NO_RESOURCE (at most 10 s in
  *         all), then a flush
  *   am stats                      -> am <received> <bad> <out of order>

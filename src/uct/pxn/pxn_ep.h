@@ -102,6 +102,7 @@ public:
      * `id`; order, completion and failure as put_short/put_bcopy. */
     ucs_status_t am_short(uint8_t id, uint64_t header, const void *payload,
                           unsigned length);
+    ucs_status_t am_short_iov(uint8_t id, const uct_iov_t *iov, size_t iovcnt);
     ssize_t      am_bcopy(uint8_t id, uct_pack_callback_t pack, void *arg);
     ucs_status_t zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
                        uint64_t remote_addr, uct_rkey_t rkey,
@@ -366,6 +367,8 @@ ssize_t      uct_pxn_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack,
                                   uct_rkey_t rkey) noexcept;
 ucs_status_t uct_pxn_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                                  const void *payload, unsigned length) noexcept;
+ucs_status_t uct_pxn_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
+                                     const uct_iov_t *iov, size_t iovcnt) noexcept;
 ssize_t      uct_pxn_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                                  uct_pack_callback_t pack, void *arg,
                                  unsigned flags) noexcept;

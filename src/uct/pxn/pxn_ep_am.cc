@@ -69,6 +69,43 @@ ucs_status_t Ep::am_short(uint8_t id, uint64_t header, const void *payload,
     return status;
 }
 
+ucs_status_t Ep::am_short_iov(uint8_t id, const uct_iov_t *iov, size_t iovcnt)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        total += iov[i].length * std::max<size_t>(iov[i].count, 1);
+    }
+    ucs_status_t status = check_am(id, am_cookie_, total,
+                                   std::min(hub_->max_am(), hub_->max_short()));
+    if (status == UCS_OK) {
+        status = admit();
+    }
+    if (status != UCS_OK) {
+        return status;
+    }
+    size_t packed = 0;
+    status = lane_->stage_now(this, {abi::kOpAm, route_, 0,
+                                     am_plan_address(am_cookie_, id), total},
+                              &packed, [&](uint8_t *dest) {
+                                  for (size_t i = 0; i < iovcnt; ++i) {
+                                      const auto *src = static_cast<const uint8_t*>(
+                                              iov[i].buffer);
+                                      for (unsigned c = 0;
+                                           c < std::max<unsigned>(iov[i].count, 1);
+                                           ++c) {
+                                          std::memcpy(dest, src + c * iov[i].stride,
+                                                      iov[i].length);
+                                          dest += iov[i].length;
+                                      }
+                                  }
+                                  return ssize_t(total);
+                              });
+    ucs_trace_data("pxn ep %p: am_short_iov id %u %zu bytes: %s", this, id, total,
+                   ucs_status_string(status));
+    issued_ += (status == UCS_OK);
+    return status;
+}
+
 ssize_t Ep::am_bcopy(uint8_t id, uct_pack_callback_t pack, void *arg)
 {
     ucs_status_t status = check_am(id, am_cookie_, 0, hub_->max_am());
@@ -105,6 +142,15 @@ ucs_status_t uct_pxn_ep_am_short(uct_ep_h ep, uint8_t id, uint64_t header,
     return uct_pxn_entry("uct_ep_am_short", [&] {
         return ucs_derived_of(ep, uct_pxn_ep_t)->impl->am_short(id, header,
                                                                payload, length);
+    });
+}
+
+ucs_status_t uct_pxn_ep_am_short_iov(uct_ep_h ep, uint8_t id,
+                                     const uct_iov_t *iov, size_t iovcnt) noexcept
+{
+    return uct_pxn_entry("uct_ep_am_short_iov", [&] {
+        return ucs_derived_of(ep, uct_pxn_ep_t)->impl->am_short_iov(id, iov,
+                                                                   iovcnt);
     });
 }
 

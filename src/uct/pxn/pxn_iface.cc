@@ -525,6 +525,7 @@ static uct_iface_ops_t *uct_pxn_iface_ops()
         memset(&o, 0, sizeof(o));
         o.ep_put_short             = uct_pxn_ep_put_short;
         o.ep_am_short              = uct_pxn_ep_am_short;
+        o.ep_am_short_iov          = uct_pxn_ep_am_short_iov;
         o.ep_am_bcopy              = uct_pxn_ep_am_bcopy;
         o.ep_put_bcopy             = uct_pxn_ep_put_bcopy;
         o.ep_put_zcopy             = uct_pxn_ep_put_zcopy;

@@ -52,7 +52,10 @@ inline std::string deadline(unsigned seconds)
 
 constexpr const char *kPrefix = "pxnu";
 
-enum class Inner { kCma, kTcp };
+/* kRailOnly: inner tcp, and UCX of every process limited to its own rail
+ * NIC (UCX_NET_DEVICES=rail<r>): nothing of UCP's own reaches another
+ * rail, the frontend carries only the programs' out-of-band exchange. */
+enum class Inner { kCma, kTcp, kRailOnly };
 
 struct Slot {
     int node, rail;
@@ -167,7 +170,8 @@ protected:
 #endif
         } else {
             e.insert(e.end(), {"UCX_PXN_NET_TLS=tcp", "UCX_PXN_HOME_DEVICE=" + rail,
-                               "UCX_NET_DEVICES=front"});
+                               (inner == Inner::kRailOnly) ?
+                               "UCX_NET_DEVICES=" + rail : "UCX_NET_DEVICES=front"});
         }
         e.insert(e.end(), node_env_.begin(), node_env_.end());
         e.insert(e.end(), extra.begin(), extra.end());
@@ -298,6 +302,10 @@ protected:
         const auto cfgs = ep_cfg_lines(run.client_log);
         EXPECT_TRUE(any_pxn_lane(cfgs)) << "no pxn lane:\n" << joined(cfgs)
                                         << tail(run.client_log);
+        if (inner == Inner::kRailOnly) {
+            /* no lane on a rail NIC that cannot reach the peer */
+            EXPECT_TRUE(only_pxn_lanes(cfgs)) << joined(cfgs);
+        }
         expect_protocols(run.client_log, operation, pxn_protocols);
         const RelayStats s01 = stop_relay(r01), s10 = stop_relay(r10);
         const RelayStats &carrier = (via.node == kRelay01.node) ? s01 : s10;
@@ -348,7 +356,8 @@ protected:
 
     /* ucp_rma_check: target in kServer, initiator in kClient (cma inner). */
     BackgroundProcess *rma_target(int port, const std::vector<std::string> &extra_env,
-                                  const std::vector<std::string> &args = {})
+                                  const std::vector<std::string> &args = {},
+                                  Inner inner = Inner::kCma)
     {
         if (access(rma_check().c_str(), X_OK) != 0) {
             ADD_FAILURE() << rma_check() << " is missing: make check builds it "
@@ -358,7 +367,7 @@ protected:
         std::vector<std::string> argv = {rma_check(), "--target", "-p",
                                          std::to_string(port), "--deadline", deadline(40)};
         argv.insert(argv.end(), args.begin(), args.end());
-        BackgroundProcess *t = spawn("target", Inner::kCma, kServer, argv, extra_env);
+        BackgroundProcess *t = spawn("target", inner, kServer, argv, extra_env);
         if ((t != nullptr) && !t->wait_for_output("listening", scaled_ms(10000))) {
             ADD_FAILURE() << "target did not start:\n" << t->output();
             return nullptr;
@@ -367,13 +376,14 @@ protected:
     }
 
     BackgroundProcess *rma_initiator(int port, std::vector<std::string> args,
-                                     std::vector<std::string> extra_env)
+                                     std::vector<std::string> extra_env,
+                                     Inner inner = Inner::kCma)
     {
         std::vector<std::string> argv = {rma_check(), "--initiator", front_ip(kServer),
                                          "-p", std::to_string(port)};
         argv.insert(argv.end(), args.begin(), args.end());
         extra_env.push_back("UCX_LOG_LEVEL=info");
-        return spawn("initiator", Inner::kCma, kClient, argv, extra_env);
+        return spawn("initiator", inner, kClient, argv, extra_env);
     }
 
     /* Puts and gets, every byte verified; all of them through the relay

@@ -51,6 +51,25 @@ bool any_pxn_lane(const std::vector<std::string> &cfgs)
     return false;
 }
 
+bool only_pxn_lanes(const std::vector<std::string> &cfgs)
+{
+    /* lanes read "kind(tl/dev ...)": every tl/dev pair */
+    static const std::regex lane("([A-Za-z0-9_]+)/[A-Za-z0-9_:.-]+");
+    size_t lanes = 0;
+    for (const auto &c : cfgs) {
+        const size_t colon = c.find("]:");
+        const std::string body = c.substr((colon == std::string::npos) ? 0 : colon);
+        for (std::sregex_iterator m(body.begin(), body.end(), lane), end; m != end;
+             ++m) {
+            if ((*m)[1] != "pxn") {
+                return false;
+            }
+            ++lanes;
+        }
+    }
+    return lanes > 0;
+}
+
 std::vector<ProtoTable> proto_tables(const std::string &log)
 {
     std::vector<ProtoTable> tables;

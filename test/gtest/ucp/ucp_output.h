@@ -24,6 +24,8 @@ std::vector<std::string> ep_cfg_lines(const std::string &log);
 
 /* Whether one of them names a pxn lane. */
 bool any_pxn_lane(const std::vector<std::string> &cfgs);
+/* Whether every lane they name is pxn's (and there is one). */
+bool only_pxn_lanes(const std::vector<std::string> &cfgs);
 
 /* One table of UCX_PROTO_INFO=y (protocols v2): its title lines (the ep
  * configuration, the operation, e.g. "remote memory write by ucp_put* from

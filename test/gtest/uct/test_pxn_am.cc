@@ -58,13 +58,14 @@ TEST_F(PxnAm, MessagesReachTheTargetsHandlersIntactAndInOrder)
     EXPECT_EQ("0", status_of(c.sender->call("am send short 5 100 200")));
     EXPECT_EQ("0", status_of(c.sender->call("am send bcopy 7 20 4000")));
     EXPECT_EQ("0", status_of(c.sender->call("am send bcopy 31 10 8")));
+    EXPECT_EQ("0", status_of(c.sender->call("am send iov 9 30 300")));
     EXPECT_EQ("ok", c.target->call("progress 500"));
     const auto n = stats(c.target);
     ASSERT_EQ(4u, n.size());
-    EXPECT_EQ(130u, n[0]);
+    EXPECT_EQ(160u, n[0]);
     EXPECT_EQ(0u, n[1]) << "corrupted messages";
     EXPECT_EQ(0u, n[2]) << "messages out of order";
-    EXPECT_EQ(100u * 200 + 20 * 4000 + 10 * 8, n[3]);
+    EXPECT_EQ(100u * 200 + 20 * 4000 + 10 * 8 + 30 * 300, n[3]);
 }
 
 TEST_F(PxnAm, ManyMoreMessagesThanOneCreditWindowAllArrive)
