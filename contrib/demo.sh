@@ -8,6 +8,10 @@
 #  2. UCP: ucx_perftest ucp_put_bw cross-rail through pxn (ucx_pxn_relay on
 #     node 0 rail 1) against the same transfer forced onto the frontend, with
 #     the relay's counters (contrib/perftest.sh).
+#  3. UCP with each process's UCX on its own rail NIC only: tagged messages
+#     cross-rail through pxn alone beside the same-rail direct path, and
+#     without pxn, where the cross-rail endpoint cannot be made
+#     (contrib/railonly.sh).
 #
 # Installs and builds whatever is missing first. Needs root (namespaces).
 # Extra arguments go to ucx_pxn_bench (e.g. --sizes 4K,1M,64M --reps 5).
@@ -39,3 +43,6 @@ echo "==== 1. UCT: cross-rail through pxn vs same-rail direct (tcp)"
 echo
 echo "==== 2. UCP: ucx_perftest cross-rail through pxn vs the frontend path"
 bash "$top/contrib/perftest.sh" --sizes 64K,1M,16M
+echo
+echo "==== 3. UCP, rail-only (each process's UCX on its own rail NIC): pxn alone"
+bash "$top/contrib/railonly.sh" --tests tag_lat,tag_bw --sizes 8,64K,1M

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# UCP on a rail-only fabric where every process's UCX sees only its own rail
+# NIC (UCX_NET_DEVICES=rail<r>, UCX_TLS=pxn,tcp, pxn over inner tcp): the
+# emulated 2 x 2 topology, ucx_perftest cross-rail (node 0 rail 0 to node 1
+# rail 1: through pxn alone) beside the same-rail direct path between the
+# same kind of processes (node 0 rail 0 to node 1 rail 0: UCP's tcp on
+# rail 0), and once the cross-rail pair without pxn (UCX_TLS=tcp: it cannot
+# connect). The frontend carries only ucx_perftest's own exchange.
+#
+#   bash contrib/railonly.sh [--tests tag_lat,tag_bw] [--sizes 8,64K,1M]
+#                            [--iters N] [--bind]
+#
+# Latency tests (*_lat) print the typical (median) and average one-way
+# latency in us, bandwidth tests MB/s; each with the ratio pxn / same-rail.
+# --bind: every ucx_perftest bound to one core of its own as MPI binds
+# ranks (taskset; the relays and engines unbound).
+# Relays: ucx_pxn_relay on node 0 rail 1 and node 1 rail 0. Needs root;
+# builds what is missing and brings the topology up (and down again when
+# this run brought it up).
+set -euo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${PXN_BUILD_DIR:-$top/build}
+tests=tag_lat,tag_bw
+sizes=8,1K,8K,64K,1M,16M
+iters=
+bind=0
+while [ $# -gt 0 ]; do
+    case $1 in
+    --tests) tests=$2; shift 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    --bind) bind=1; shift ;;
+    *) echo "usage: railonly.sh [--tests T,...] [--sizes LIST] [--iters N] [--bind]" >&2
+       exit 2 ;;
+    esac
+done
+[ "$(id -u)" = 0 ] || { echo "railonly.sh: run as root (network namespaces)" >&2; exit 2; }
+
+bash "$top/contrib/build.sh"
+ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
+if bash "$top/contrib/topology.sh" status >/dev/null 2>&1; then
+    topology_was_up=1
+else
+    topology_was_up=0
+fi
+bash "$top/contrib/topology.sh" up --nodes 2 --rails 2 >&2
+T="$top/contrib/topology.sh"
+log=$(mktemp -d /tmp/pxn-railonly.XXXXXX)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+finish() {
+    cleanup
+    [ "$topology_was_up" = 1 ] || bash "$T" down >&2
+}
+trap finish EXIT
+
+# slot <node> <rail> <cmd...>: a process of that slot, its UCX on its rail
+slot() {
+    local n=$1 r=$2; shift 2
+    env UCX_PXN_NODE_ID=node$n UCX_PXN_GROUP=pxnro-node$n UCX_PXN_NET_TLS=tcp \
+        UCX_PXN_HOME_DEVICE=rail$r UCX_NET_DEVICES=rail$r \
+        bash "$T" exec --no-env "$n" "$r" -- "$@"
+}
+
+start_relay() {
+    slot "$1" "$2" "$ucx/bin/ucx_pxn_relay" > "$log/relay-n$1r$2.log" 2>&1 &
+    pids+=($!)
+}
+
+bytes() { numfmt --from=iec "$1"; }
+cores=$(nproc)
+
+# run <label> <tls> <server node> <server rail> <test> <size>: prints the
+# typical and average latency (us) or MB/s, "failed" when the client failed
+port=13700
+run() {
+    local label=$1 tls=$2 sn=$3 sr=$4 test=$5 size=$6 b n pin_s= pin_c=
+    port=$((port + 1))
+    b=$(bytes "$size")
+    n=${iters:-$(( b >= 16777216 ? 20 : (b >= 1048576 ? 100 : 2000) ))}
+    if [ $bind = 1 ]; then
+        pin_s="taskset -c $((cores - 1))"
+        pin_c="taskset -c 0"
+    fi
+    UCX_TLS=$tls slot "$sn" "$sr" $pin_s timeout 60 "$ucx/bin/ucx_perftest" -p $port \
+        > "$log/server-$label-$test-$size.log" 2>&1 &
+    local server=$! i ok=0
+    for i in $(seq 50); do
+        ip netns exec "pxn-n${sn}r${sr}" ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+        sleep 0.1
+    done
+    if UCX_TLS=$tls UCX_LOG_LEVEL=info slot 0 0 $pin_c timeout 60 \
+           "$ucx/bin/ucx_perftest" "10.99.$sn.$((sr + 1))" -p $port -t "$test" -s "$b" \
+           -n "$n" -w $(( n / 10 + 1 )) > "$log/client-$label-$test-$size.log" 2>&1; then
+        ok=1
+    fi
+    wait "$server" 2>/dev/null || true
+    if [ $ok = 0 ]; then
+        echo failed
+    elif [[ $test == *_lat ]]; then
+        awk '/^Final:/ {printf "%.1f %.1f", $3, $4}' "$log/client-$label-$test-$size.log"
+    else
+        awk '/^Final:/ {printf "%.0f", $6}' "$log/client-$label-$test-$size.log"
+    fi
+}
+
+start_relay 0 1
+start_relay 1 0
+sleep 1
+
+echo "ucx_perftest, rail-only, each process's UCX on its own rail NIC (logs in $log)"
+echo "without pxn (UCX_TLS=tcp), node 0 rail 0 to node 1 rail 1: $(run nopxn tcp 1 1 tag_lat 8)"
+grep -h -m1 -E 'ERROR' "$log"/client-nopxn-*.log | sed -E 's/^.*UCX +ERROR +/  /' || true
+for test in ${tests//,/ }; do
+    if [[ $test == *_lat ]]; then
+        printf '%-10s %6s | %21s | %21s | %11s\n' "$test" "" "through pxn" "same rail" "pxn / same"
+        printf '%-10s %6s | %10s %10s | %10s %10s | %5s %5s\n' "" size median avg median avg med avg
+    else
+        printf '%-10s %6s | %11s | %11s | %10s\n' "$test" "" "through pxn" "same rail" "pxn / same"
+        printf '%-10s %6s | %11s | %11s |\n' "" size MB/s MB/s
+    fi
+    for size in ${sizes//,/ }; do
+        a=$(run pxn pxn,tcp 1 1 "$test" "$size")
+        s=$(run same pxn,tcp 1 0 "$test" "$size")
+        if [[ $test == *_lat ]]; then
+            echo "$a $s" | awk -v t="$test" -v z="$size" '
+                NF == 4 { printf "%-10s %6s | %10s %10s | %10s %10s | %5.2f %5.2f\n",
+                          "", z, $1, $2, $3, $4, $1 / $3, $2 / $4; next }
+                { printf "%-10s %6s | %s\n", "", z, $0 }'
+        else
+            echo "$a $s" | awk -v z="$size" '
+                NF == 2 && $2 > 0 { printf "%-10s %6s | %11s | %11s | %10.2f\n", "", z, $1, $2, $1 / $2; next }
+                { printf "%-10s %6s | %s\n", "", z, $0 }'
+        fi
+    done
+done
+grep -h -m1 'ep_cfg\[' "$log"/client-pxn-*.log | sed -E 's/.*(ep_cfg\[)/cross-rail lanes: \1/' | sort -u
+cleanup
+pids=()
+cat "$log/relay-n0r1.log" "$log/relay-n1r0.log" | grep -E 'relayed' || true
