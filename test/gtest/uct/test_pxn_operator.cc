@@ -217,7 +217,16 @@ TEST_F(PxnOperator, KilledRelayFailsTheCheckWithinItsBoundAndTheExporterShowsIt)
     std::cout << "[ check    ] exit " << r.exit_code << " after " << took
               << " s:\n" << r.output;
 
-    const Samples after = scrape(); /* it still serves */
+    /* The sender's counters reach its relay's control file when that
+     * relay's engine folds them: at its next round, within its 100 ms
+     * sleep. */
+    const std::string failed = process_key("ucx_pxn_sender_failed_operations_total",
+                                           sender);
+    Samples after;
+    pxn_test::wait_until([&] {
+        after = scrape(); /* it still serves */
+        return (after.count(failed) != 0) && (after.at(failed) >= 1);
+    }, 2, 0.05);
     EXPECT_EQ(-1000, exporter_.process().wait(0));
     EXPECT_EQ(0, after.at(rail_key("rail1")));
     EXPECT_EQ(1, after.at(rail_key("rail0")));
@@ -227,8 +236,7 @@ TEST_F(PxnOperator, KilledRelayFailsTheCheckWithinItsBoundAndTheExporterShowsIt)
                                        {"pid", std::to_string(killed)}});
     /* Its entry stays (stale) until a pxn process of the group cleans up. */
     EXPECT_TRUE((after.count(up) == 0) || (after.at(up) == 0)) << group_lines(after);
-    EXPECT_GE(after.at(process_key("ucx_pxn_sender_failed_operations_total", sender)),
-              1);
+    EXPECT_GE(after.at(failed), 1);
     std::cout << "[ scrape   ] under way:\n" << group_lines(under_way)
               << "[ scrape   ] after the kill:\n" << group_lines(after);
 }
