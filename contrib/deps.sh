@@ -34,7 +34,7 @@ command -v apt-get >/dev/null || die "apt-get not found: this script targets Deb
 pkgs=(build-essential autoconf automake libtool pkg-config dpkg-dev
       libibverbs-dev librdmacm-dev libnuma-dev libgtest-dev valgrind
       iproute2 clang libclang-rt-dev procps psmisc
-      prometheus-cpp-dev python3-prometheus-client)
+      prometheus-cpp-dev python3-prometheus-client openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' \

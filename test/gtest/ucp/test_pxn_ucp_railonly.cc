@@ -8,6 +8,9 @@
  */
 #include "pxn_ucp.h"
 
+#include <fstream>
+#include <sys/stat.h>
+
 namespace pxn_test {
 namespace {
 
@@ -119,6 +122,96 @@ TEST_F(PxnUcp, RailOnlyNixlStylePutsAndNotificationsThroughPxnAlone)
     EXPECT_GE(s01.bytes, kRounds * (64ull << 20)) << "puts via n0r1";
     EXPECT_GT(s10.pieces, 0u) << "the target's answers via n1r0";
     EXPECT_EQ(0u, s01.failed + s01.rejected + s10.failed + s10.rejected);
+}
+
+/* An MPI program over UCX: Open MPI's pml ucx and osc ucx running
+ * test/apps/mpi_rail_check.c (tagged ping-pong 8 B - 1 MiB, eager and
+ * rendezvous; one-sided puts into a window; every byte checked), rank 0 on
+ * node 0 rail 0 and rank 1 on node 1 rail 1, each rank's UCX on its own
+ * rail NIC. mpirun runs in rank 0's namespace and starts the ranks through
+ * an rsh agent whose "hosts" are namespaces; Open MPI wires itself over the
+ * frontend. */
+class PxnMpi : public PxnUcp {
+protected:
+    void SetUp() override
+    {
+        PxnUcp::SetUp();
+        if (IsSkipped() || HasFatalFailure()) {
+            return;
+        }
+        if ((access(pxn_test::app("mpi_rail_check").c_str(), X_OK) != 0) ||
+            (pxn_test::run_program({"/bin/sh", "-c", "command -v mpirun"}).exit_code != 0)) {
+            GTEST_SKIP() << "no Open MPI (configure's 'MPI (tests)' line; "
+                            "contrib/deps.sh installs it)";
+        }
+    }
+
+    std::string ns(Slot s) const
+    {
+        return std::string(kPrefix) + "-n" + std::to_string(s.node) + "r" +
+               std::to_string(s.rail);
+    }
+
+    std::string script(const std::string &name, const std::string &text) const
+    {
+        const std::string path = logs_->path() + "/" + name;
+        std::ofstream(path) << text;
+        chmod(path.c_str(), 0755);
+        return path;
+    }
+
+    /* mpirun with `tls` in every rank: its exit status and output */
+    std::pair<int, std::string> mpirun(const std::string &tls, unsigned iters)
+    {
+        const std::string rsh = script("netns_rsh", "#!/bin/bash\nhost=$1; shift\n"
+                                       "exec ip netns exec \"$host\" bash -c \"$*\"\n");
+        /* a rank's environment from its namespace <prefix>-n<node>r<rail> */
+        const std::string env = script(
+                "rank_env",
+                "#!/bin/bash\nns=$(ip netns identify $$)\n"
+                "n=${ns##*-n}; n=${n%%r*}; r=${ns##*r}\n"
+                "[ $n = 0 ] && g=" + group(0) + " || g=" + group(1) + "\n"
+                "export UCX_PXN_NODE_ID=node$n UCX_PXN_GROUP=$g UCX_TLS=" + tls +
+                " UCX_PXN_NET_TLS=tcp UCX_PXN_HOME_DEVICE=rail$r "
+                "UCX_NET_DEVICES=rail$r LD_LIBRARY_PATH=" + pxn_test::ucx_prefix() +
+                "/lib\nexec \"$@\"\n");
+        BackgroundProcess *p = spawn(
+                "mpirun", Inner::kRailOnly, kClient,
+                {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
+                 "--host", ns(kClient) + "," + ns(kServer), "--mca", "plm_rsh_agent",
+                 rsh, "--mca", "oob_tcp_if_include", "front", "--mca", "btl", "self",
+                 "--mca", "pml", "ucx", "--mca", "osc", "ucx", "--mca", "pml_ucx_tls",
+                 "any", "--mca", "pml_ucx_devices", "any", env,
+                 pxn_test::app("mpi_rail_check"), std::to_string(iters)});
+        if (p == nullptr) {
+            return {-1000, ""};
+        }
+        const int status = p->wait(scaled_ms(120000));
+        return {status, p->output()};
+    }
+};
+
+TEST_F(PxnMpi, RailOnlyMpiProgramMovesVerifiedDataThroughPxnAlone)
+{
+    BackgroundProcess *r01 = relay(Inner::kRailOnly, kRelay01);
+    BackgroundProcess *r10 = relay(Inner::kRailOnly, kRelay10);
+    ASSERT_TRUE(r01 && r10);
+    const auto run = mpirun("pxn,tcp", 20);
+    EXPECT_EQ(0, run.first) << tail(run.second);
+    EXPECT_NE(std::string::npos, run.second.find("verified: ok")) << tail(run.second);
+    std::cout << run.second.substr(0, run.second.find("verified"));
+    const RelayStats s01 = stop_relay(r01), s10 = stop_relay(r10);
+    /* 20 round trips of 1 MiB each way, and the 4 MiB window */
+    EXPECT_GE(s01.bytes, 24 * kMiB);
+    EXPECT_GE(s10.bytes, 20 * kMiB);
+    EXPECT_EQ(0u, s01.failed + s01.rejected + s10.failed + s10.rejected);
+}
+
+TEST_F(PxnMpi, RailOnlyMpiProgramCannotReachTheOtherRailWithoutPxn)
+{
+    const auto run = mpirun("tcp", 2);
+    EXPECT_NE(0, run.first) << tail(run.second);
+    EXPECT_EQ(std::string::npos, run.second.find("verified: ok"));
 }
 
 } // namespace
