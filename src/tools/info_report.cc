@@ -191,6 +191,11 @@ void text_header(const EntrySnapshot &e, uint64_t now, std::string *out)
                       s.failed_ops, s.fallback_ops, s.fallback_bytes, s.lanes,
                       s.gather_pieces, s.get_pieces, s.get_bytes,
                       age(s.last_completion_ns).c_str());
+    *out += strformat("  am:     relay pieces %" PRIu64 " messages %" PRIu64
+                      " bytes %" PRIu64 " credit_waits %" PRIu64 "; sender sent %"
+                      PRIu64 " received %" PRIu64 " refused %" PRIu64 "\n",
+                      r.am_pieces, r.am_messages, r.am_bytes, r.am_credit_waits,
+                      s.am_sent, s.am_received, s.am_refused);
     *out += strformat("  memory: lanes_backed %" PRIu64 " lane_commits %" PRIu64
                       " (%.1f ms) warm_claims %" PRIu64 "; sender lane_open %.1f ms"
                       " (mapping %.1f ms)\n", r.lanes_backed, r.lane_commits,
@@ -397,7 +402,9 @@ void json_entry(const EntrySnapshot &e, uint64_t now, Json &j)
      .num("warm_claims", r.warm_claims).num("fenced", r.fenced)
      .num("rkeys_held", r.rkeys_held).num("inner_ops", r.inner_ops)
      .num("inner_sgl_ops", r.inner_sgl_ops).num("get_pieces", r.get_pieces)
-     .num("get_bytes", r.get_bytes);
+     .num("get_bytes", r.get_bytes).num("am_pieces", r.am_pieces)
+     .num("am_messages", r.am_messages).num("am_bytes", r.am_bytes)
+     .num("am_credit_waits", r.am_credit_waits);
     latency_json(j, "pickup", r.pickup);
     completion_age(j, now, r.last_completion_ns);
     j.end('}');
@@ -407,7 +414,8 @@ void json_entry(const EntrySnapshot &e, uint64_t now, Json &j)
      .num("lanes", s.lanes).num("gather_pieces", s.gather_pieces)
      .num("lane_open_ns", s.lane_open_ns).num("lane_map_ns", s.lane_map_ns)
      .num("spare_misses", s.spare_misses).num("get_pieces", s.get_pieces)
-     .num("get_bytes", s.get_bytes);
+     .num("get_bytes", s.get_bytes).num("am_sent", s.am_sent)
+     .num("am_received", s.am_received).num("am_refused", s.am_refused);
     latency_json(j, "completion", s.completion);
     completion_age(j, now, s.last_completion_ns);
     j.end('}').end('}');

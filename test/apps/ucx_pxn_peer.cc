@@ -337,7 +337,11 @@ std::string cmd_counters()
        << " credit_stalls=" << c.sender.credit_stalls
        << " failed_ops=" << c.sender.failed_ops
        << " fallback_bytes=" << c.sender.fallback_bytes
-       << " gather_pieces=" << c.sender.gather_pieces;
+       << " gather_pieces=" << c.sender.gather_pieces
+       << " am_messages=" << c.relay.am_messages
+       << " am_bytes=" << c.relay.am_bytes << " am_sent=" << c.sender.am_sent
+       << " am_received=" << c.sender.am_received
+       << " am_refused=" << c.sender.am_refused;
     return os.str();
 }
 

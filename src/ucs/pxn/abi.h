@@ -190,8 +190,16 @@ struct alignas(kCacheLine) RelayCounters {
                                slices (put/get_sgl_zcopy) */
     LatencyHistogram pickup; /* a CPU-rung doorbell (LaneProducer::rung_ns)
                                 to the relay taking its piece */
-    uint64_t get_pieces;    /* of pieces and bytes: gets (the rest: puts) */
+    uint64_t get_pieces;    /* of pieces and bytes: gets (the rest: puts and
+                               active messages) */
     uint64_t get_bytes;
+    uint64_t am_pieces;     /* of pieces: active messages (forwarded whole) */
+    uint64_t am_messages;   /* messages handed to the inner transport (a
+                               piece that failed part-way: those sent) */
+    uint64_t am_bytes;      /* their payload */
+    uint64_t am_credit_waits; /* times an AM piece stopped for want of its
+                                 target's credit */
+    uint64_t reserved[6];
 };
 
 struct alignas(kCacheLine) SenderCounters {
@@ -214,8 +222,15 @@ struct alignas(kCacheLine) SenderCounters {
     LatencyHistogram completion; /* the relay writing a completion
                                     (LaneConsumer::completed_ns) to a
                                     sender reaping it */
-    uint64_t get_pieces;    /* of pieces and bytes: gets (the rest: puts) */
+    uint64_t get_pieces;    /* of pieces and bytes: gets (the rest: puts and
+                               active messages) */
     uint64_t get_bytes;
+    uint64_t am_sent;       /* active messages published to relays */
+    uint64_t am_received;   /* handed to the AM handlers of the process's
+                               ifaces */
+    uint64_t am_refused;    /* frames the process's AM ports dropped
+                               (malformed, no such iface, beyond credit) */
+    uint64_t reserved[5];
 };
 
 struct ProcessCounters {
@@ -445,8 +460,13 @@ constexpr uint64_t kCountersOffset = 1024;
 static_assert(sizeof(ProcessHeader) <= kCountersOffset, "counters after header");
 static_assert(kCountersOffset + sizeof(ProcessCounters) <= kLaneOffset,
               "counters before lane 0");
-static_assert(sizeof(RelayCounters) == 256 && sizeof(SenderCounters) == 192,
+static_assert(sizeof(RelayCounters) == 320 && sizeof(SenderCounters) == 256,
               "counter blocks ABI");
+static_assert(offsetof(RelayCounters, am_pieces) == 240 &&
+              offsetof(RelayCounters, am_credit_waits) == 264 &&
+              offsetof(SenderCounters, am_sent) == 192 &&
+              offsetof(SenderCounters, am_refused) == 208,
+              "AM counters ABI");
 
 /* --- access to concurrently used fields -------------------------------- */
 template<typename T> inline T load_acquire(const T &field)

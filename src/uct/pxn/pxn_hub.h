@@ -79,6 +79,10 @@ public:
             return 0;
         }
         const unsigned count = inbox_->drain(max, std::forward<Deliver>(deliver));
+        if (count != 0) { /* one add per batch, as pieces on the sender */
+            __atomic_fetch_add(&sender_counters_->am_received, count,
+                               __ATOMIC_RELAXED);
+        }
         if (inbox_->take_wake()) {
             node_->wake_engine(); /* it grants the room again */
         }

@@ -185,19 +185,21 @@ int uct_pxn_iface_is_reachable(const uct_iface_h tl_iface,
 /* pxn's counters as UCX shows them (VFS files, statistics counters), in
  * the order of kCounterNames: the relay's of this iface's home rail, then
  * the process's sender counters. */
-static constexpr unsigned kNumRelayCounters = 15;
-static constexpr unsigned kNumCounters      = 27;
+static constexpr unsigned kNumRelayCounters = 19;
+static constexpr unsigned kNumCounters      = 34;
 /* and, after them, the age of the last completion of each block */
 static constexpr unsigned kNumStats = kNumCounters + 2;
 static const char *const kCounterNames[kNumCounters] = {
     "relay/pieces", "relay/bytes", "relay/failed_pieces",
     "relay/rejected_descriptors", "relay/routes", "relay/route_errors",
     "relay/lane_resets", "relay/inflight", "relay/fenced", "relay/rkeys_held",
-    "relay/inner_ops", "relay/inner_sgl_ops",
+    "relay/inner_ops", "relay/inner_sgl_ops", "relay/am_pieces",
+    "relay/am_messages", "relay/am_bytes", "relay/am_credit_waits",
     "relay/pickup_samples", "relay/pickup_total_ns", "relay/pickup_over_1ms",
     "sender/pieces", "sender/bytes", "sender/credit_stalls", "sender/failed_ops",
     "sender/fallback_ops", "sender/fallback_bytes", "sender/lanes",
-    "sender/gather_pieces", "sender/spare_misses", "sender/completion_samples",
+    "sender/gather_pieces", "sender/spare_misses", "sender/am_sent",
+    "sender/am_received", "sender/am_refused", "sender/completion_samples",
     "sender/completion_total_ns", "sender/completion_over_1ms"};
 
 /* The histogram counters of a block: samples, their sum, those over 1 ms. */
@@ -219,14 +221,16 @@ static uint64_t uct_pxn_counter(Hub *hub, unsigned i)
         const uint64_t *const values[kPlainRelay] = {
             &r.pieces, &r.bytes, &r.failed_pieces, &r.rejected, &r.routes,
             &r.route_errors, &r.lane_resets, &r.inflight, &r.fenced,
-            &r.rkeys_held, &r.inner_ops, &r.inner_sgl_ops};
+            &r.rkeys_held, &r.inner_ops, &r.inner_sgl_ops, &r.am_pieces,
+            &r.am_messages, &r.am_bytes, &r.am_credit_waits};
         return (i < kPlainRelay) ? pxn::abi::load_relaxed(*values[i]) :
                uct_pxn_latency_counter(r.pickup, i - kPlainRelay);
     }
     const pxn::abi::SenderCounters &c = hub->sender_counters();
     const uint64_t *const values[kPlainSender] = {
         &c.pieces, &c.bytes, &c.credit_stalls, &c.failed_ops, &c.fallback_ops,
-        &c.fallback_bytes, &c.lanes, &c.gather_pieces, &c.spare_misses};
+        &c.fallback_bytes, &c.lanes, &c.gather_pieces, &c.spare_misses,
+        &c.am_sent, &c.am_received, &c.am_refused};
     i -= kNumRelayCounters;
     return (i < kPlainSender) ? pxn::abi::load_relaxed(*values[i]) :
            uct_pxn_latency_counter(c.completion, i - kPlainSender);

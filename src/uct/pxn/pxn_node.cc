@@ -156,7 +156,7 @@ ucs_status_t Node::port_for(const InnerMd &md, const std::string &device,
         });
     }
     ports_.push_back({dev->tl_name, device, net.get(), net->device_address(),
-                      net->iface_address(), am.get()});
+                      net->iface_address(), am.get(), 0});
     std::weak_ptr<Node> self = weak_from_this();
     port->reset(net.release(), [self, am](Net *n) mutable {
         if (auto node = self.lock()) {
@@ -176,6 +176,11 @@ ucs_status_t Node::port_for(const InnerMd &md, const std::string &device,
 void Node::drop_port(Net *net)
 {
     std::lock_guard<std::mutex> guard(mutex_);
+    for (Port &p : ports_) {
+        if (p.net == net) {
+            fold_refused(p); /* its AmPort ends after this */
+        }
+    }
     ports_.erase(std::remove_if(ports_.begin(), ports_.end(),
                                 [&](const Port &p) { return p.net == net; }),
                  ports_.end());
@@ -407,6 +412,11 @@ const abi::ProcessCounters &Node::counters(const std::string &rail) const
 abi::SenderCounters *Node::sender_counters()
 {
     std::lock_guard<std::mutex> guard(mutex_);
+    return sender_block();
+}
+
+abi::SenderCounters *Node::sender_block()
+{
     if (!relays_.empty()) {
         return &relays_.front()->counters().sender;
     }
@@ -415,9 +425,27 @@ abi::SenderCounters *Node::sender_counters()
     return &sender_totals_;
 }
 
+/* Refusals are rare and the port counts them anyway: one load per port and
+ * round here, nothing more in its receive path. */
+void Node::fold_refused(Port &port)
+{
+    if (port.am == nullptr) {
+        return;
+    }
+    const uint64_t refused = port.am->refused();
+    if (refused != port.am_refused_folded) {
+        __atomic_fetch_add(&sender_block()->am_refused,
+                           refused - port.am_refused_folded, __ATOMIC_RELAXED);
+        port.am_refused_folded = refused;
+    }
+}
+
 /* mutex_ held. */
 void Node::fold_counters()
 {
+    for (Port &port : ports_) {
+        fold_refused(port);
+    }
     if (!folding_.load(std::memory_order_acquire) || relays_.empty()) {
         return;
     }

@@ -123,6 +123,8 @@ private:
         Bytes       iface_addr;
         AmPort     *am; /* where the port carries AM; owned by the port's
                            deleter, which ends it before the Net */
+        uint64_t    am_refused_folded; /* am->refused() already in the
+                                          process's am_refused */
     };
 
     explicit Node(const Settings &settings) : settings_(settings) {}
@@ -144,6 +146,11 @@ private:
                              Retired *retired);
     void         start_deferred(Retired *retired);
     void         fold_counters();
+    /* Caller holds mutex_. What `port`'s AmPort refused since the last
+     * call, into the process's am_refused. */
+    void         fold_refused(Port &port);
+    /* Caller holds mutex_. The process's sender block (sender_counters()). */
+    abi::SenderCounters *sender_block();
     /* A route to (dev, iface) would reach this process (relay check).
      * Engine thread, mutex_ held. */
     bool         is_local(const Bytes &dev, const Bytes &iface) const;

@@ -525,6 +525,11 @@ void Relay::finish(Piece &piece)
     lane.rkeys.drop(piece.rkeys);
     abi::bump(counters_->inner_ops, piece.ops);
     abi::bump(counters_->inner_sgl_ops, piece.sgl_ops);
+    if (piece.snapshot.header().op == abi::kOpAm) {
+        /* what reached the inner transport, whatever became of the rest */
+        abi::bump(counters_->am_messages, piece.am_next);
+        abi::bump(counters_->am_bytes, piece.am_offset);
+    }
     routes_->piece_finished(piece.route, status);
     if ((status != UCS_OK) && !routes_->usable(piece.route)) {
         /* its target is gone or unreachable: the keys of its memory too */
@@ -542,6 +547,8 @@ void Relay::finish(Piece &piece)
                 abi::bump(counters_->get_pieces);
                 abi::bump(counters_->get_bytes, length);
             }
+            abi::bump(counters_->am_pieces,
+                      piece.snapshot.header().op == abi::kOpAm);
         } else {
             abi::bump(counters_->failed_pieces);
             ucs_debug("pxn: relay seq %lu failed: %s", piece.seq,

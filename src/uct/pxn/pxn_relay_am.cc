@@ -22,6 +22,7 @@ void Relay::forward_am(Lane &lane, Piece &piece)
     piece.sgl_ops          = 0;
     piece.am_next          = 0;
     piece.am_offset        = 0;
+    piece.am_waiting       = false;
     piece.done.comp.status = UCS_OK;
     post_am(piece);
 }
@@ -87,7 +88,12 @@ void Relay::post_am(Piece &piece)
         }
         const uint64_t cost = am_cost(plan.length);
         if ((status == UCS_OK) && (flow->sent + cost > flow->granted)) {
-            status = UCS_ERR_NO_RESOURCE; /* until the target grants more */
+            /* until the target grants more; counted once per wait, not at
+             * every retry of the same one */
+            abi::bump(counters_->am_credit_waits, !piece.am_waiting);
+            piece.am_waiting = true;
+            piece.has_op     = true;
+            break;
         }
         if (status == UCS_OK) {
             uint8_t header[sizeof(AmFrameHeader)];
@@ -104,8 +110,9 @@ void Relay::post_am(Piece &piece)
             piece.status = status;
             break;
         }
-        flow->sent      += cost;
-        piece.am_offset += plan.length;
+        flow->sent       += cost;
+        piece.am_offset  += plan.length;
+        piece.am_waiting  = false;
         ++piece.am_next;
         ++piece.ops;
     }

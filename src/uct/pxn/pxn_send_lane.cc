@@ -353,6 +353,8 @@ void SendLane::publish()
     if (builder_.op() == abi::kOpGet) {
         count(counters_->get_pieces);
         count(counters_->get_bytes, builder_.length());
+    } else if (builder_.op() == abi::kOpAm) {
+        count(counters_->am_sent, builder_.count()); /* a message per plan */
     }
     control_.notify();
 }

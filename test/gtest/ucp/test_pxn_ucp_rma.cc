@@ -57,6 +57,14 @@ TEST_F(PxnUcp, RmaCheckShowsThePxnCountersInUcxVfs)
     EXPECT_NE(std::string::npos, initiator_log_.find("/pxn/rail = ")) << tail(initiator_log_);
     EXPECT_NE(std::string::npos, initiator_log_.find("/pxn/sender/failed_ops = 0"))
             << tail(initiator_log_);
+    /* the active-message counters beside them */
+    for (const char *name : {"relay/am_pieces", "relay/am_messages", "relay/am_bytes",
+                             "relay/am_credit_waits", "sender/am_sent",
+                             "sender/am_received", "sender/am_refused"}) {
+        EXPECT_TRUE(std::regex_search(initiator_log_, std::regex(
+                std::string("/pxn/") + name + " = [0-9]+\n")))
+                << name << "\n" << tail(initiator_log_);
+    }
     /* Its last reaped completion: seconds ago, not "never". */
     EXPECT_TRUE(std::regex_search(initiator_log_, std::regex(
             "/pxn/sender/last_completion_age = [0-9]+\\.[0-9]{3} s")))

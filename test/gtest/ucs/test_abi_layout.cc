@@ -93,18 +93,27 @@ TEST(AbiLayout, ProcessHeader)
 TEST(AbiLayout, CountersSitBetweenHeaderAndLanes)
 {
     EXPECT_EQ(1024u, abi::kCountersOffset);
-    EXPECT_EQ(256u, sizeof(abi::RelayCounters));
-    EXPECT_EQ(192u, sizeof(abi::SenderCounters));
-    EXPECT_EQ(448u, sizeof(abi::ProcessCounters));
+    EXPECT_EQ(320u, sizeof(abi::RelayCounters));
+    EXPECT_EQ(256u, sizeof(abi::SenderCounters));
+    EXPECT_EQ(576u, sizeof(abi::ProcessCounters));
     EXPECT_EQ(0u, offsetof(abi::ProcessCounters, relay));
-    EXPECT_EQ(256u, offsetof(abi::ProcessCounters, sender));
+    EXPECT_EQ(320u, offsetof(abi::ProcessCounters, sender));
     EXPECT_EQ(80u, sizeof(abi::LatencyHistogram));
     EXPECT_EQ(144u, offsetof(abi::RelayCounters, pickup));
     EXPECT_EQ(224u, offsetof(abi::RelayCounters, get_pieces));
     EXPECT_EQ(232u, offsetof(abi::RelayCounters, get_bytes));
+    EXPECT_EQ(240u, offsetof(abi::RelayCounters, am_pieces));
+    EXPECT_EQ(248u, offsetof(abi::RelayCounters, am_messages));
+    EXPECT_EQ(256u, offsetof(abi::RelayCounters, am_bytes));
+    EXPECT_EQ(264u, offsetof(abi::RelayCounters, am_credit_waits));
+    EXPECT_EQ(272u, offsetof(abi::RelayCounters, reserved));
     EXPECT_EQ(96u, offsetof(abi::SenderCounters, completion));
     EXPECT_EQ(176u, offsetof(abi::SenderCounters, get_pieces));
     EXPECT_EQ(184u, offsetof(abi::SenderCounters, get_bytes));
+    EXPECT_EQ(192u, offsetof(abi::SenderCounters, am_sent));
+    EXPECT_EQ(200u, offsetof(abi::SenderCounters, am_received));
+    EXPECT_EQ(208u, offsetof(abi::SenderCounters, am_refused));
+    EXPECT_EQ(216u, offsetof(abi::SenderCounters, reserved));
     EXPECT_EQ(64u, offsetof(abi::RelayCounters, last_completion_ns));
     EXPECT_EQ(64u, offsetof(abi::SenderCounters, last_completion_ns));
     EXPECT_EQ(0u, offsetof(abi::RelayCounters, pieces));

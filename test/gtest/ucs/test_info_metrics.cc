@@ -118,7 +118,13 @@ TEST_F(InfoMetricsTest, EveryCounterIsExportedUnderItsNameAndParses)
             {"ucx_pxn_relay_inflight_pieces", &c->relay.inflight},
             {"ucx_pxn_relay_routes_active", &c->relay.routes_active},
             {"ucx_pxn_relay_rkeys_held", &c->relay.rkeys_held},
-            {"ucx_pxn_relay_lanes_backed", &c->relay.lanes_backed}};
+            {"ucx_pxn_relay_lanes_backed", &c->relay.lanes_backed},
+            {"ucx_pxn_relay_get_pieces_total", &c->relay.get_pieces},
+            {"ucx_pxn_relay_get_bytes_total", &c->relay.get_bytes},
+            {"ucx_pxn_relay_am_pieces_total", &c->relay.am_pieces},
+            {"ucx_pxn_relay_am_messages_total", &c->relay.am_messages},
+            {"ucx_pxn_relay_am_bytes_total", &c->relay.am_bytes},
+            {"ucx_pxn_relay_am_credit_waits_total", &c->relay.am_credit_waits}};
     const std::vector<std::pair<const char*, uint64_t*>> sender_counters = {
             {"ucx_pxn_sender_pieces_total", &c->sender.pieces},
             {"ucx_pxn_sender_bytes_total", &c->sender.bytes},
@@ -128,7 +134,12 @@ TEST_F(InfoMetricsTest, EveryCounterIsExportedUnderItsNameAndParses)
             {"ucx_pxn_sender_fallback_bytes_total", &c->sender.fallback_bytes},
             {"ucx_pxn_sender_gather_pieces_total", &c->sender.gather_pieces},
             {"ucx_pxn_sender_spare_misses_total", &c->sender.spare_misses},
-            {"ucx_pxn_sender_lanes_held", &c->sender.lanes}};
+            {"ucx_pxn_sender_lanes_held", &c->sender.lanes},
+            {"ucx_pxn_sender_get_pieces_total", &c->sender.get_pieces},
+            {"ucx_pxn_sender_get_bytes_total", &c->sender.get_bytes},
+            {"ucx_pxn_sender_am_sent_total", &c->sender.am_sent},
+            {"ucx_pxn_sender_am_received_total", &c->sender.am_received},
+            {"ucx_pxn_sender_am_refused_total", &c->sender.am_refused}};
     uint64_t value = 1000;
     for (const auto &rc : relay_counters) {
         store_relaxed(*rc.second, value++);

@@ -162,6 +162,13 @@ protected:
         store_relaxed(c->sender.lane_map_ns, uint64_t(2000000));
         store_relaxed(c->sender.credit_stalls, uint64_t(4));
         store_relaxed(c->sender.fallback_bytes, uint64_t(777));
+        store_relaxed(c->relay.am_pieces, uint64_t(6));
+        store_relaxed(c->relay.am_messages, uint64_t(40));
+        store_relaxed(c->relay.am_bytes, uint64_t(8000));
+        store_relaxed(c->relay.am_credit_waits, uint64_t(1));
+        store_relaxed(c->sender.am_sent, uint64_t(41));
+        store_relaxed(c->sender.am_received, uint64_t(39));
+        store_relaxed(c->sender.am_refused, uint64_t(2));
 
         sender_ = start_processes(1)[0];
         ASSERT_EQ("claimed 1", command(sender_, "claim"));
@@ -234,6 +241,10 @@ TEST_F(InfoToolTest, ShowsARelayItsCountersAndTheOwnerOfAClaimedLane)
               r.output.find("inflight 0 inner_ops 13 (3 sgl) gets 0 (0 bytes), last completion never\n"))
             << r.output;
     EXPECT_NE(std::string::npos,
+              r.output.find("am:     relay pieces 6 messages 40 bytes 8000 "
+                            "credit_waits 1; sender sent 41 received 39 refused 2\n"))
+            << r.output;
+    EXPECT_NE(std::string::npos,
               r.output.find("memory: lanes_backed 2 lane_commits 3 (4.5 ms) "
                             "warm_claims 5; sender lane_open 7.3 ms (mapping "
                             "2.0 ms)\n"))
@@ -273,6 +284,9 @@ TEST_F(InfoToolTest, JsonOutputIsOneDocumentWithTheSameFacts)
           std::string("\"rail\":\"rail1\""), std::string("\"slots\":4"),
           std::string("\"pieces\":11,\"bytes\":45056"),
           std::string("\"fallback_bytes\":777"),
+          std::string("\"am_pieces\":6,\"am_messages\":40,\"am_bytes\":8000,"
+                      "\"am_credit_waits\":1"),
+          std::string("\"am_sent\":41,\"am_received\":39,\"am_refused\":2"),
           std::string("\"owner_pid\":" + std::to_string(sender_->pid()) +
                       ",\"owner\":\"alive\""),
           std::string("\"head\":7,\"doorbell\":7,\"reaped\":5"),

@@ -84,5 +84,92 @@ TEST_F(PxnAm, ManyMoreMessagesThanOneCreditWindowAllArrive)
     EXPECT_EQ(0u, n[2]);
 }
 
+/* Every message counted once where it passed: staged by the sender,
+ * forwarded by the relay of rail 1 (the first message of a flow waits for
+ * the target's first grant), handed to the target's handler. */
+TEST_F(PxnAm, CountersShowEachMessageAtTheSenderTheRelayAndTheTarget)
+{
+    constexpr uint64_t kMessages = 50, kBytes = 1000; /* within one window */
+    CrossRail c = cross_rail(4096, 1);
+    ASSERT_NE(nullptr, c.sender);
+    ASSERT_EQ("ok", c.target->call("am listen"));
+    pxn::abi::ProcessCounters relay = {}, sender = {}, target = {};
+    ASSERT_TRUE(pxn_tools::read_counters(group(0), c.relay->pid(), &relay));
+    ASSERT_TRUE(pxn_tools::read_counters(group(0), c.sender->pid(), &sender));
+    ASSERT_TRUE(pxn_tools::read_counters(group(1), c.target->pid(), &target));
+
+    EXPECT_EQ("0", status_of(c.sender->call("am send bcopy 4 " +
+                                            std::to_string(kMessages) + " " +
+                                            std::to_string(kBytes))));
+    EXPECT_EQ("ok", c.target->call("progress 500"));
+    EXPECT_EQ(kMessages, stats(c.target).at(0));
+    /* the engines fold the processes' counters into their files */
+    EXPECT_TRUE(wait_counters(0, c.relay, [&](const auto &now) {
+        return now.relay.am_messages == relay.relay.am_messages + kMessages;
+    }));
+    EXPECT_TRUE(wait_counters(0, c.sender, [&](const auto &now) {
+        return now.sender.am_sent == sender.sender.am_sent + kMessages;
+    }));
+    EXPECT_TRUE(wait_counters(1, c.target, [&](const auto &now) {
+        return now.sender.am_received == target.sender.am_received + kMessages;
+    }));
+
+    pxn::abi::ProcessCounters after = {};
+    ASSERT_TRUE(pxn_tools::read_counters(group(0), c.relay->pid(), &after));
+    EXPECT_EQ(kMessages, after.relay.am_messages - relay.relay.am_messages);
+    EXPECT_EQ(kMessages * kBytes, after.relay.am_bytes - relay.relay.am_bytes);
+    const uint64_t pieces = after.relay.am_pieces - relay.relay.am_pieces;
+    EXPECT_GE(pieces, 1u);
+    EXPECT_LE(pieces, kMessages);
+    EXPECT_EQ(pieces, after.relay.pieces - relay.relay.pieces) << "puts counted";
+    EXPECT_GE(after.relay.am_credit_waits - relay.relay.am_credit_waits, 1u);
+    ASSERT_TRUE(pxn_tools::read_counters(group(0), c.sender->pid(), &after));
+    EXPECT_EQ(kMessages, after.sender.am_sent - sender.sender.am_sent);
+    EXPECT_EQ(0u, after.sender.am_received - sender.sender.am_received);
+    ASSERT_TRUE(pxn_tools::read_counters(group(1), c.target->pid(), &after));
+    EXPECT_EQ(kMessages, after.sender.am_received - target.sender.am_received);
+    EXPECT_EQ(0u, after.sender.am_sent - target.sender.am_sent);
+    EXPECT_EQ(0u, after.sender.am_refused - target.sender.am_refused);
+}
+
+/* A sender whose address of the target names an iface the target does not
+ * have (its AM cookie, the address's last 4 bytes, changed): the target's
+ * port drops the relay's hello and counts it, the message waits for a
+ * credit that never comes and reaches no handler. */
+TEST_F(PxnAm, FramesForNoSuchIfaceAreRefusedAndCounted)
+{
+    CrossRail c;
+    c.relay  = tcp_peer(0, 1);
+    c.target = tcp_peer(1, 1);
+    c.sender = tcp_peer(0, 0);
+    ASSERT_TRUE(c.relay && c.target && c.sender);
+    c.t = target_buffer(c.target, 4096);
+    ASSERT_GT(c.t.iface.size(), 8u);
+    ASSERT_EQ("ok", c.target->call("am listen"));
+    const std::string wrong = c.t.iface.substr(0, c.t.iface.size() - 8) +
+                              "f0ffff7f";
+    ASSERT_NE(wrong, c.t.iface);
+    ASSERT_EQ("ok", c.sender->call("connect " + c.t.dev + " " + wrong));
+    pxn::abi::ProcessCounters relay = {}, target = {};
+    ASSERT_TRUE(pxn_tools::read_counters(group(0), c.relay->pid(), &relay));
+    ASSERT_TRUE(pxn_tools::read_counters(group(1), c.target->pid(), &target));
+
+    /* staged, then flushed for ever: the reply never comes (TearDown ends it) */
+    ASSERT_TRUE(c.sender->send("am send bcopy 2 1 64"));
+    EXPECT_TRUE(wait_counters(1, c.target, [&](const auto &now) {
+        return now.sender.am_refused > target.sender.am_refused;
+    }));
+    EXPECT_TRUE(wait_counters(0, c.relay, [&](const auto &now) {
+        return now.relay.am_credit_waits > relay.relay.am_credit_waits;
+    }));
+    EXPECT_EQ("ok", c.target->call("progress 200"));
+    EXPECT_EQ(0u, stats(c.target).at(0));
+    pxn::abi::ProcessCounters after = {};
+    ASSERT_TRUE(pxn_tools::read_counters(group(0), c.relay->pid(), &after));
+    EXPECT_EQ(relay.relay.am_messages, after.relay.am_messages);
+    ASSERT_TRUE(pxn_tools::read_counters(group(1), c.target->pid(), &after));
+    EXPECT_EQ(target.sender.am_received, after.sender.am_received);
+}
+
 } // namespace
 } // namespace pxn_test
