@@ -17,11 +17,15 @@ namespace uct {
 
 namespace {
 
-ucs_status_t net_error_handler(void *, uct_ep_h ep, ucs_status_t status)
+ucs_status_t net_error_handler(void *arg, uct_ep_h ep, ucs_status_t status)
 {
     /* Failed inner operations complete with an error status; the relay
-     * reports them to the sender. Keep the iface alive. */
+     * reports them to the sender. But an ep with nothing in flight (a
+     * relay's AM flow waiting for credit from a target that died) has no
+     * operation to fail: the relay hears of it here. Keep the iface
+     * alive. */
     ucs_debug("pxn: inner ep %p failed: %s", ep, ucs_status_string(status));
+    static_cast<UctNet*>(arg)->ep_failed(ep, status);
     return UCS_OK;
 }
 

@@ -147,6 +147,19 @@ public:
      * that called it (the lock held); the bytes are valid for the call. */
     using AmReceiver = std::function<void(const void *data, size_t length)>;
     void set_am_receiver(AmReceiver receiver) { am_receiver_ = std::move(receiver); }
+    /* Inner eps that the inner transport declares failed (its iface's
+     * error handler: tcp when the peer's connection closes) go to
+     * `observer`, inside progress() with the lock held; the observer must
+     * not destroy the ep there. One observer (the relay's route table). */
+    using EpFailure = std::function<void(uct_ep_h ep, ucs_status_t status)>;
+    void set_ep_failure(EpFailure observer) { ep_failure_ = std::move(observer); }
+    /* What the inner iface's error handler calls (and fakes in tests). */
+    void ep_failed(uct_ep_h ep, ucs_status_t status)
+    {
+        if (ep_failure_) {
+            ep_failure_(ep, status);
+        }
+    }
 
     virtual unsigned progress() = 0;
     /* An fd that becomes readable when progress() may have work, after
@@ -176,6 +189,7 @@ protected:
 private:
     std::mutex       lock_;
     AmReceiver       am_receiver_;
+    EpFailure        ep_failure_;
 };
 
 class UctNet final : public Net {

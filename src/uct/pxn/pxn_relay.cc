@@ -536,6 +536,7 @@ void Relay::finish(Piece &piece)
         for (Lane &l : lanes_) {
             l.rkeys.release_route(piece.route);
         }
+        drop_am_flows(piece.route);
     }
     if (piece.epoch == lane.epoch) {
         abi::store_relaxed(counters_->last_completion_ns, monotonic_ns());

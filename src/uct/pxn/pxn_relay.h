@@ -246,10 +246,14 @@ private:
      * iface) announced itself and has the credit (am_frame.h). A message
      * without credit or inner resources parks the piece (and its lane: no
      * new piece behind it) until a grant or a later round; parked pieces
-     * do not count against UCX_PXN_INFLIGHT_DEPTH. */
+     * do not count against UCX_PXN_INFLIGHT_DEPTH. A parked piece whose
+     * route fails (its inner ep declared failed: RouteTable::ep_failed)
+     * ends with UCS_ERR_UNREACHABLE at its next round. */
     void     forward_am(Lane &lane, Piece &piece);
     void     post_am(Piece &piece);
     void     park(Piece &piece, bool parked);
+    /* Forgets the AM flows (credit, tokens) of a failed route. */
+    void     drop_am_flows(uint32_t route);
     /* The fence (above): nothing more of this incarnation goes out. */
     bool     fenced(const Lane &lane) const;
     void     post(Piece &piece);

@@ -122,6 +122,18 @@ void Relay::post_am(Piece &piece)
     }
 }
 
+void Relay::drop_am_flows(uint32_t route)
+{
+    for (auto flow = am_flows_.begin(); flow != am_flows_.end();) {
+        if ((flow->first >> 32) == route) {
+            am_tokens_.erase(flow->second.token);
+            flow = am_flows_.erase(flow);
+        } else {
+            ++flow;
+        }
+    }
+}
+
 void Relay::am_granted(uint64_t source, uint64_t granted)
 {
     auto token = am_tokens_.find(source);

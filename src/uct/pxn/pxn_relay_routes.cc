@@ -8,10 +8,14 @@ namespace uct {
 RouteTable::RouteTable(Net *net, uint32_t capacity, LocalCheck is_local) :
     net_(net), is_local_(std::move(is_local)), routes_(capacity)
 {
+    net_->set_ep_failure([this](uct_ep_h ep, ucs_status_t status) {
+        ep_failed(ep, status);
+    });
 }
 
 RouteTable::~RouteTable()
 {
+    net_->set_ep_failure(nullptr);
     for (Route &route : routes_) {
         if (route.ep != nullptr) {
             net_->ep_destroy(route.ep);
@@ -187,6 +191,22 @@ void RouteTable::piece_finished(uint32_t id, ucs_status_t status)
      * not go now, collect() takes it. */
     if (route.inflight == 0) {
         settled_.push_back(id);
+    }
+}
+
+void RouteTable::ep_failed(uct_ep_h ep, ucs_status_t status)
+{
+    for (uint32_t id = 0; id < routes_.size(); ++id) {
+        Route &route = routes_[id];
+        if (route.used && (route.ep == ep) && !route.failed) {
+            ucs_debug("pxn: relay route %u failed: %s", id,
+                      ucs_status_string(status));
+            route.failed = true;
+            /* With a piece in flight, its end settles the route. */
+            if (route.inflight == 0) {
+                settled_.push_back(id);
+            }
+        }
     }
 }
 

@@ -16,7 +16,9 @@
  * - A piece that ends with a transport error marks its route failed:
  *   later requests for that target get a new inner ep; the failed ep is
  *   destroyed once no piece is in flight on it, its id when its last
- *   holder releases it.
+ *   holder releases it. So does an inner ep that the inner transport
+ *   declares failed (Net::set_ep_failure), with or without a piece on it:
+ *   an AM flow waiting for credit from a target that died has none.
  * - Routes to this process itself are refused (UCS_ERR_INVALID_PARAM): no
  *   sender can make the relay write into its own memory through an inner
  *   transport that checks no remote key. `is_local` answers for an address.
@@ -71,6 +73,9 @@ public:
     /* May be called from an inner completion callback: nothing is
      * destroyed before collect(). */
     void     piece_finished(uint32_t id, ucs_status_t status);
+    /* The inner transport declared `ep` failed (from inside its progress:
+     * nothing is destroyed before collect()). */
+    void     ep_failed(uct_ep_h ep, ucs_status_t status);
     /* Destroys what piece_finished() left to go (never inside an inner
      * callback: the relay's round calls it first); true when there was
      * something to look at. */

@@ -55,6 +55,12 @@ public:
         max_put_sgl_ = max_put;
         max_get_sgl_ = max_get;
     }
+    /* The inner transport declares its newest live ep failed, as its
+     * iface's error handler would (Net::ep_failed). */
+    void fail_newest_ep(ucs_status_t status)
+    {
+        ep_failed(reinterpret_cast<uct_ep_h>(eps_.back().get()), status);
+    }
     size_t inflight() const { return pending_.size(); }
     const Stats &stats() const { return stats_; }
     /* An (iface) address of a fake target, distinct per index. */

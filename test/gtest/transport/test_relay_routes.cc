@@ -98,6 +98,23 @@ TEST_F(RelayRoutes, SendersReachingOneTargetShareOneInnerEp)
     EXPECT_EQ(0u, routes_active());
 }
 
+TEST_F(RelayRoutes, RouteWhoseInnerEpTheTransportDeclaresFailedGetsANewOne)
+{
+    const pxn::RouteAnswer a = route_to(*lane_, 5);
+    ASSERT_EQ(UCS_OK, a.status);
+    /* nothing in flight on it (an AM flow waiting for credit has nothing):
+     * the ep goes at the relay's next round, the id with its holder */
+    net_->fail_newest_ep(UCS_ERR_ENDPOINT_TIMEOUT);
+    ASSERT_TRUE(drive([&] { return net_->stats().eps_destroyed == 1; }));
+    EXPECT_EQ(1u, routes_active());
+    const pxn::RouteAnswer b = route_to(*lane_, 5);
+    ASSERT_EQ(UCS_OK, b.status);
+    EXPECT_NE(a.route, b.route);
+    EXPECT_EQ(2u, net_->stats().eps_created);
+    lane_->control().release_route(a.route);
+    ASSERT_TRUE(drive([&] { return routes_active() == 1; }));
+}
+
 TEST_F(RelayRoutes, FullRouteTableRefusesNewTargetsUntilOneIsReleased)
 {
     lane_.reset();
