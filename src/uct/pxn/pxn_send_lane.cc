@@ -175,7 +175,7 @@ ucs_status_t SendLane::post(SendOwner *owner, abi::Op op, uint32_t route,
                             uct_completion_t *comp)
 {
     if (!usable_at(tick())) {
-        return opening() ? UCS_ERR_NO_RESOURCE : UCS_ERR_UNREACHABLE;
+        return refuse_post();
     }
     if (queue_.size() >= kMaxQueued) {
         return UCS_ERR_NO_RESOURCE;
@@ -194,7 +194,7 @@ ucs_status_t SendLane::post_scattered(SendOwner *owner, abi::Op op,
                                       uct_completion_t *comp)
 {
     if (!usable_at(tick())) {
-        return opening() ? UCS_ERR_NO_RESOURCE : UCS_ERR_UNREACHABLE;
+        return refuse_post();
     }
     if (count > SendRequest::kMaxScatter) {
         return UCS_ERR_INVALID_PARAM;

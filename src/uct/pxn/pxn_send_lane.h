@@ -288,6 +288,15 @@ private:
     /* A GET piece's bytes to their destinations (may still run). */
     ucs_status_t copy_out(uint32_t slot, const SlotRecord &record);
     void         check_health();
+    /* What a posting call answers when the lane is not usable now:
+     * UCS_ERR_NO_RESOURCE while it opens, else UCS_ERR_UNREACHABLE. A
+     * relay found unhealthy here fails the lane first, as check_health()
+     * would at the next progress: its published pieces are fenced and
+     * fail, so that nothing accepted earlier can still go out through a
+     * relay that thaws before the sender progresses again. */
+    ucs_status_t refuse_post();
+    /* The relay's heartbeat went stale: one warning, the lane fails. */
+    void         fail_unhealthy();
     void         quarantine();
     /* Ends a request taken out of the queue unpublished: direct path or
      * failure with `status`. */
@@ -330,7 +339,7 @@ ucs_status_t SendLane::stage_now(SendOwner *owner, const ImmediateOp &op,
     const OpKind &kind = kOpKinds[op.op];
     *length            = 0;
     if (!usable_at(tick())) {
-        return opening() ? UCS_ERR_NO_RESOURCE : UCS_ERR_UNREACHABLE;
+        return refuse_post();
     }
     if ((op.length == 0) && !kind.empty) {
         return UCS_OK;

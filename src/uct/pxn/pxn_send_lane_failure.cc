@@ -115,11 +115,7 @@ void SendLane::check_health()
         return;
     }
     if (!control_.relay_healthy(now_ns_)) {
-        ucs_warn("pxn: relay pid %u (rail %s) is no longer healthy "
-                 "(heartbeat age %.3f s): failing its pieces",
-                 relay().identity.pid, relay().rail.c_str(),
-                 control_.mapping().heartbeat_age_ns(now_ns_) / 1e9);
-        fail_all(UCS_ERR_ENDPOINT_TIMEOUT);
+        fail_unhealthy();
         return;
     }
     /* A relay that died (rather than froze) is noticed long before its
@@ -128,6 +124,28 @@ void SendLane::check_health()
     if (!idle()) {
         alive(false);
     }
+}
+
+void SendLane::fail_unhealthy()
+{
+    ucs_warn("pxn: relay pid %u (rail %s) is no longer healthy "
+             "(heartbeat age %.3f s): failing its pieces",
+             relay().identity.pid, relay().rail.c_str(),
+             control_.mapping().heartbeat_age_ns(now_ns_) / 1e9);
+    fail_all(UCS_ERR_ENDPOINT_TIMEOUT);
+}
+
+ucs_status_t SendLane::refuse_post()
+{
+    if (opening()) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    /* A posting loop that never progresses would otherwise get this answer
+     * while the pieces it had published stay unfenced in the ring. */
+    if (!failed_ && control_.ready() && !control_.relay_healthy(now_ns_)) {
+        fail_unhealthy();
+    }
+    return UCS_ERR_UNREACHABLE;
 }
 
 bool SendLane::check_relay_alive(bool force)
