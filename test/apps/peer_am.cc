@@ -16,6 +16,8 @@ struct Received {
     uint64_t next[UCT_AM_ID_MAX] = {};
 };
 Received g_received;
+/* the next message's number per AM id: it goes on across "am send"s */
+uint64_t g_next_number[UCT_AM_ID_MAX] = {};
 
 uint8_t pattern(uint64_t number, size_t i)
 {
@@ -65,23 +67,42 @@ size_t pack(void *dest, void *arg)
     return p->bytes;
 }
 
-std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
-                 size_t bytes)
+/* What "am send" does when a message gets UCS_ERR_NO_RESOURCE. */
+enum class OnBusy { kRetry, kStop, kPending };
+
+struct Waiter {
+    uct_pending_req_t req;
+    bool              dispatched;
+};
+
+ucs_status_t dispatched(uct_pending_req_t *req)
 {
-    if ((p.ep == nullptr) || (bytes < sizeof(uint64_t)) ||
+    ucs_container_of(req, Waiter, req)->dispatched = true;
+    return UCS_OK; /* done with it: the sender posts again itself */
+}
+
+std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
+                 size_t bytes, OnBusy on_busy, uint64_t max_busy)
+{
+    if ((p.ep == nullptr) || (bytes < sizeof(uint64_t)) || (id >= UCT_AM_ID_MAX) ||
         ((kind != "short") && (kind != "iov") && (kind != "bcopy"))) {
         return "err " + std::to_string(int(UCS_ERR_INVALID_PARAM));
     }
     std::vector<uint8_t> payload(bytes);
     const auto start    = std::chrono::steady_clock::now();
-    const auto deadline = start + std::chrono::seconds(10);
+    const auto deadline = start + std::chrono::seconds(
+                                  (on_busy == OnBusy::kPending) ? 30 : 10);
     ucs_status_t status = UCS_OK;
     uint64_t sent       = 0;
+    uint64_t dispatches = 0;
+    Waiter waiter{};
+    const unsigned errors = p.ep_errors; /* the handler's calls before */
+    uint64_t &number    = g_next_number[id];
     while ((sent < count) && (status == UCS_OK)) {
-        fill(payload.data(), sent, bytes);
+        fill(payload.data(), number, bytes);
         uint64_t header;
         std::memcpy(&header, payload.data(), sizeof(header));
-        Pack arg{sent, bytes};
+        Pack arg{number, bytes};
         ucs_status_t posted;
         if (kind == "short") {
             posted = post_op([&] {
@@ -105,22 +126,51 @@ std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
         }
         if (posted == UCS_OK) {
             ++sent;
+            ++number;
+        } else if ((posted == UCS_ERR_NO_RESOURCE) && (on_busy == OnBusy::kStop)) {
+            status = posted;
+        } else if ((posted == UCS_ERR_NO_RESOURCE) &&
+                   (on_busy == OnBusy::kPending)) {
+            waiter.req.func    = dispatched;
+            waiter.dispatched  = false;
+            const ucs_status_t added = uct_ep_pending_add(p.ep, &waiter.req, 0);
+            if (added == UCS_ERR_BUSY) {
+                continue; /* room came meanwhile: post again */
+            }
+            if (added != UCS_OK) {
+                status = added;
+                break;
+            }
+            while (!waiter.dispatched && (p.ep_errors == errors) &&
+                   (std::chrono::steady_clock::now() < deadline)) {
+                progress(p);
+            }
+            if (!waiter.dispatched) {
+                uct_ep_pending_purge(p.ep, nullptr, nullptr);
+                status = (p.ep_errors != errors) ? p.last_ep_error :
+                                                   UCS_ERR_TIMED_OUT;
+            }
+            dispatches += waiter.dispatched;
         } else if (posted == UCS_ERR_NO_RESOURCE) {
             if (std::chrono::steady_clock::now() > deadline) {
                 status = UCS_ERR_TIMED_OUT;
+            } else if (max_busy-- == 0) {
+                status = UCS_ERR_NO_RESOURCE;
+                break;
             }
             progress(p);
         } else {
             status = posted;
         }
     }
-    if (status == UCS_OK) {
+    if ((status == UCS_OK) && (on_busy != OnBusy::kStop)) {
         status = wait_connected(p); /* flushes until the ep is idle */
     }
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                             std::chrono::steady_clock::now() - start).count();
     return "done " + std::to_string(int(status)) + " " + std::to_string(ns) +
-           " " + std::to_string(sent);
+           " " + std::to_string(sent) +
+           ((on_busy == OnBusy::kPending) ? " " + std::to_string(dispatches) : "");
 }
 
 } // namespace
@@ -145,8 +195,20 @@ std::string am_command(Peer &p, std::istringstream &in)
         unsigned id = 0;
         uint64_t count = 0;
         size_t bytes = 0;
-        in >> kind >> id >> count >> bytes;
-        return send(p, kind, id, count, bytes);
+        std::string mode;
+        uint64_t max_busy = UINT64_MAX;
+        in >> kind >> id >> count >> bytes >> mode;
+        if ((mode == "busy") && !(in >> max_busy)) {
+            return "err busy needs a count";
+        }
+        if (!mode.empty() && (mode != "nopending") && (mode != "pending") &&
+            (mode != "busy")) {
+            return "err unknown am send mode " + mode;
+        }
+        return send(p, kind, id, count, bytes,
+                    (mode == "nopending") ? OnBusy::kStop :
+                    (mode == "pending")   ? OnBusy::kPending : OnBusy::kRetry,
+                    max_busy);
     }
     if (what == "stats") {
         const Received &r = g_received;

@@ -8,11 +8,25 @@
  *         per id), the rest a pattern of that number (am_short's 8-byte
  *         header is the number itself)
  *   am send <short|iov|bcopy> <id> <count> <bytes>
- *                                 -> done <status> <ns> <sent>
+ *           [nopending | pending | busy <n>]
+ *                                 -> done <status> <ns> <sent> [<dispatches>]
  *         <count> messages of <bytes> (>= 8) on handler <id> (iov:
- *         am_short_iov of two elements), each posted
+ *         am_short_iov of two elements), numbered per id (0, 1, ...
+ *         on from where the last "am send" on that id stopped), each posted
  *         again after progress while UCS_ERR_NO_RESOURCE (at most 10 s in
- *         all), then a flush
+ *         all), then a flush. The status: the first error of a post or
+ *         the flush (pending: or of the iface's error handler).
+ *         nopending: stops at the first UCS_ERR_NO_RESOURCE, which is then
+ *         the status, <sent> the messages posted before it; no flush (the
+ *         receiver may not be progressing). busy <n>: as without a mode,
+ *         but gives up (status UCS_ERR_NO_RESOURCE, no flush) at the
+ *         (n+1)-th UCS_ERR_NO_RESOURCE: n attempts more, with progress
+ *         between them.
+ *         pending: at each UCS_ERR_NO_RESOURCE, uct_ep_pending_add (posted
+ *         again at once on UCS_ERR_BUSY) and progress until the pending
+ *         callback runs (it only notes that it ran), then the same message
+ *         again; at most 30 s in all; <dispatches>: the callbacks that
+ *         ran
  *   am stats                      -> am <received> <bad> <out of order>
  *                                    <bytes>
  *   am caps                       -> am <flags: 1 short, 2 bcopy> <max short>

@@ -32,6 +32,15 @@ void destroy_ep(Peer &p)
     }
 }
 
+/* The ep stays failed: the user destroys it (a new connect does). */
+static ucs_status_t ep_error(void *arg, uct_ep_h, ucs_status_t status)
+{
+    auto *p = static_cast<Peer*>(arg);
+    ++p->ep_errors;
+    p->last_ep_error = status;
+    return UCS_OK;
+}
+
 static int fail(const char *what, ucs_status_t status)
 {
     fprintf(stderr, "ucx_pxn_peer: %s: %s\n", what, ucs_status_string(status));
@@ -92,8 +101,14 @@ int open_peer(Peer &p, const char *md_name, const char *tl_name, const char *dev
     }
     uct_iface_params_t params   = {};
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                  UCT_IFACE_PARAM_FIELD_DEVICE;
+                                  UCT_IFACE_PARAM_FIELD_DEVICE |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.err_handler          = ep_error;
+    params.err_handler_arg      = &p;
+    params.err_handler_flags    = 0; /* pxn calls it from progress */
     params.mode.device.tl_name  = tl_name;
     params.mode.device.dev_name = dev;
     status = uct_iface_open(p.md, p.worker, &params, config, &p.iface);

@@ -36,6 +36,9 @@ struct Peer {
     /* unpacked once per packed rkey, released at close_peer() */
     std::map<std::string, uct_rkey_bundle_t> rkeys;
     std::string          md_name, tl_name, dev; /* as opened */
+    /* calls of the iface's error handler, and the last status it gave */
+    unsigned             ep_errors     = 0;
+    ucs_status_t         last_ep_error = UCS_OK;
 };
 
 /* PXN_PEER_YIELD=1: give the CPU away whenever progress finds nothing to

@@ -47,6 +47,9 @@
  *                                         <get bcopy> <get zcopy>
  *         largest operation of each kind, 0: not supported
  *   counters                      -> counters <name>=<value> ...   (pxn)
+ *   ep_errors                     -> ep_errors <calls> <last status string>
+ *         the iface's error handler (set at open; it leaves the ep to the
+ *         next connect): how often it was called, with which status last
  *   progress <ms>                 -> ok
  *   serve                         progresses until the next line, which
  *                                 must be "stop"   -> ok
@@ -527,6 +530,9 @@ int main(int argc, char **argv)
             reply = cmd_caps(p);
         } else if (cmd == "counters") {
             reply = cmd_counters();
+        } else if (cmd == "ep_errors") {
+            reply = "ep_errors " + std::to_string(p.ep_errors) + " " +
+                    ucs_status_string(p.last_ep_error);
         } else if (cmd == "serve") {
             pollfd pfd{0, POLLIN, 0};
             for (unsigned i = 0;; ++i) {
