@@ -10,14 +10,26 @@
  *
  *   pxn_hostile_sender <group> <node id> <rail> <seconds> <seed>
  *   pxn_hostile_sender <group> <node id> <rail> commit
+ *   pxn_hostile_sender <group> <node id> <rail> am <dev addr> <iface addr>
  *
  * The geometry must be the relay's (the tests': 7 lanes x 4 slots x 64 KiB).
  * Prints "hostile: <actions> actions" and exits 0; 2 on bad use, 1 when no
  * lane could be claimed. "commit": a sender that dies between committing a
  * descriptor and ringing its doorbell: commits one well-formed piece,
  * prints "committed lane <n>" and waits to be killed.
+ * "am": asks the relay for a route to the pxn iface at <dev addr> <iface
+ * addr> (hex, as ucx_pxn_peer's "info" prints them), then publishes one
+ * at a time AM pieces that lie in one field each (header length, plan
+ * length, an AM id >= 32, a cookie of 0, address bits above the cookie, an
+ * rkey_index of 1, a message longer than the relay's limit, alone or
+ * behind a good one) and waits (bounded) for each one's completion; prints
+ * "hostile am: <refused> of <sent> refused" and exits 0 when every one
+ * completed with an error, 3 otherwise (1: no route).
  */
+#include <ucs/pxn/address.h>
+#include <ucs/pxn/am_frame.h>
 #include <ucs/pxn/descriptor.h>
+#include <ucs/pxn/route_codec.h>
 #include <ucs/pxn/identity.h>
 #include <ucs/pxn/peer_mapping.h>
 #include <ucs/pxn/registry.h>
@@ -128,14 +140,156 @@ private:
     std::mt19937_64 rnd_;
 };
 
+pxn::Bytes unhex(const char *text)
+{
+    pxn::Bytes bytes;
+    for (size_t i = 0; text[i] && text[i + 1]; i += 2) {
+        bytes.push_back(uint8_t(std::stoul(std::string(text + i, 2), nullptr, 16)));
+    }
+    return bytes;
+}
+
+/* The "am" mode: one lane, one route, one malformed AM piece at a time. */
+class HostileAm {
+public:
+    HostileAm(pxn::LaneBlock block, const pxn::LaneClaim &claim,
+              pxn::SenderWakeup &wakeup) :
+        block_(block), epoch_(claim.lane_epoch), seq_(claim.initial_seq),
+        wakeup_(wakeup)
+    {
+    }
+
+    /* The route to the target at pxn addresses `dev`, `iface`; false when
+     * the relay does not grant one within 10 s. */
+    bool route_to(const pxn::Bytes &dev, const pxn::Bytes &iface)
+    {
+        pxn::DeviceAddress device;
+        pxn::RouteMessage request;
+        if (!pxn::DeviceAddress::unpack(dev.data(), dev.size(), &device) ||
+            !pxn::unpack_iface_address(iface.data(), iface.size(), &request.iface,
+                                       &cookie_) || (cookie_ == 0)) {
+            fprintf(stderr, "hostile: not a pxn address of an AM target\n");
+            return false;
+        }
+        request.kind = abi::kRouteToIface;
+        request.dev  = device.inner;
+        abi::RouteEntry &entry = block_.route(0);
+        const uint64_t gen = abi::load_acquire(entry.request.request_gen) + 1;
+        if (pxn::post_route_request(&entry.request, gen, request) != UCS_OK) {
+            return false;
+        }
+        pxn::RouteAnswer answer;
+        for (int i = 0; i < 10000; ++i) {
+            wakeup_.notify();
+            if (pxn::read_route_reply(&entry.reply, gen, &answer)) {
+                route_ = answer.route;
+                return answer.status == UCS_OK;
+            }
+            usleep(1000);
+        }
+        return false;
+    }
+
+    /* Every lie in turn; the number refused (completed with an error). */
+    unsigned run(unsigned *sent)
+    {
+        const uint64_t good = pxn::am_plan_address(cookie_, 3);
+        struct Lie {
+            const char *name;
+            abi::Plan   plans[2];
+            uint32_t    count;
+            int64_t     length_delta; /* header length less the plans' sum */
+            abi::Op     op;
+        };
+        const Lie lies[] = {
+            {"header longer than its plans", {{good, 64, 0}}, 1, 8, abi::kOpAm},
+            {"header shorter than its plans", {{good, 64, 0}}, 1, -8, abi::kOpAm},
+            {"header longer than a slot", {{good, 64, 0}}, 1, 1 << 20, abi::kOpAm},
+            {"plan past the header", {{good, 64, 0}, {good, 4096, 0}}, 2, -4096,
+             abi::kOpAm},
+            {"AM id 32", {{pxn::am_plan_address(cookie_, 32), 64, 0}}, 1, 0,
+             abi::kOpAm},
+            {"AM id 255", {{pxn::am_plan_address(cookie_, 255), 64, 0}}, 1, 0,
+             abi::kOpAm},
+            {"cookie 0", {{pxn::am_plan_address(0, 3), 64, 0}}, 1, 0, abi::kOpAm},
+            {"bits above the cookie", {{good | (1ull << 45), 64, 0}}, 1, 0,
+             abi::kOpAm},
+            {"rkey_index 1", {{good, 64, 1}}, 1, 0, abi::kOpAm},
+            {"message past the relay's limit", {{good, 9000, 0}}, 1, 0,
+             abi::kOpAm},
+            {"limit lie after a good message", {{good, 64, 0}, {good, 60000, 0}},
+             2, 0, abi::kOpAm},
+        };
+        unsigned refused = 0;
+        *sent = 0;
+        for (const Lie &lie : lies) {
+            ucs_status_t status;
+            if (!publish(lie.plans, lie.count, lie.length_delta, lie.op, &status)) {
+                fprintf(stderr, "hostile: no completion for '%s'\n", lie.name);
+                continue;
+            }
+            ++*sent;
+            if (status != UCS_OK) {
+                ++refused;
+            } else {
+                fprintf(stderr, "hostile: '%s' was accepted\n", lie.name);
+            }
+        }
+        return refused;
+    }
+
+private:
+    /* Writes the piece by hand (the lie in it), rings, waits for its
+     * completion (5 s at most) and reaps it. */
+    bool publish(const abi::Plan *plans, uint32_t count, int64_t length_delta,
+                 abi::Op op, ucs_status_t *status)
+    {
+        const uint64_t seq  = ++seq_;
+        const uint32_t slot = uint32_t((seq - 1) % block_.slots());
+        abi::DescriptorHeader &d = block_.descriptor(slot);
+        uint64_t sum = 0;
+        for (uint32_t i = 0; i < count; ++i) {
+            block_.plans(slot)[i] = plans[i];
+            sum += plans[i].length;
+        }
+        d.lane_epoch = epoch_;
+        d.op         = op;
+        d.plan_count = count;
+        d.route      = route_;
+        d.flags      = 0;
+        std::memset(d.reserved, 0, sizeof(d.reserved));
+        d.length     = uint64_t(int64_t(sum) + length_delta);
+        abi::store_release(d.seq, seq);
+        abi::store_release(block_.producer().head, seq);
+        abi::store_release(block_.producer().doorbell, seq);
+        for (int i = 0; i < 5000; ++i) {
+            wakeup_.notify();
+            if (pxn::read_completion(&block_.completion(slot), seq, status)) {
+                abi::store_release(block_.producer().reaped, seq);
+                return true;
+            }
+            usleep(1000);
+        }
+        return false;
+    }
+
+    pxn::LaneBlock     block_;
+    uint64_t           epoch_;
+    uint64_t           seq_;
+    pxn::SenderWakeup &wakeup_;
+    uint32_t           cookie_ = 0;
+    uint32_t           route_  = 0;
+};
+
 } // namespace
 
 int main(int argc, char **argv)
 {
     const bool commit = (argc == 5) && (strcmp(argv[4], "commit") == 0);
-    if ((argc != 6) && !commit) {
+    const bool am     = (argc == 7) && (strcmp(argv[4], "am") == 0);
+    if ((argc != 6) && !commit && !am) {
         fprintf(stderr, "usage: pxn_hostile_sender <group> <node id> <rail> "
-                        "<seconds> <seed> | commit\n");
+                        "<seconds> <seed> | commit | am <dev> <iface>\n");
         return 2;
     }
     pxn::Settings settings;
@@ -176,6 +330,18 @@ int main(int argc, char **argv)
          ++i) {
         wakeup.notify();
         usleep(1000);
+    }
+
+    if (am) {
+        HostileAm hostile(block, claim, wakeup);
+        if (!hostile.route_to(unhex(argv[5]), unhex(argv[6]))) {
+            fprintf(stderr, "hostile: no route to the target\n");
+            return 1;
+        }
+        unsigned sent = 0;
+        const unsigned refused = hostile.run(&sent);
+        printf("hostile am: %u of %u refused\n", refused, sent);
+        return (refused == sent) && (sent > 0) ? 0 : 3;
     }
 
     if (commit) {
