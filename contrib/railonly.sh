@@ -66,8 +66,13 @@ slot() {
         bash "$T" exec --no-env "$n" "$r" -- "$@"
 }
 
+# start_relay <node> <rail>: in the background; env, topology.sh and ip all
+# exec, so the pid recorded is the relay's own (SIGTERM stops it)
 start_relay() {
-    slot "$1" "$2" "$ucx/bin/ucx_pxn_relay" > "$log/relay-n$1r$2.log" 2>&1 &
+    env UCX_PXN_NODE_ID=node$1 UCX_PXN_GROUP=pxnro-node$1 UCX_PXN_NET_TLS=tcp \
+        UCX_PXN_HOME_DEVICE=rail$2 UCX_NET_DEVICES=rail$2 \
+        bash "$T" exec --no-env "$1" "$2" -- "$ucx/bin/ucx_pxn_relay" \
+        > "$log/relay-n$1r$2.log" 2>&1 &
     pids+=($!)
 }
 
