@@ -93,6 +93,7 @@ status=0
 timeout 300 ip netns exec "$pfx-n0r0" mpirun --allow-run-as-root --oversubscribe -np 2 \
     --host "$pfx-n0r0,$pfx-n1r$server_rail" --mca plm_rsh_agent "$work/netns_rsh" \
     --mca oob_tcp_if_include front --mca btl self --mca pml ucx --mca osc ucx \
+    --mca rtc ^hwloc \
     --mca pml_ucx_tls any --mca pml_ucx_devices any \
     "$work/rank_env" "$prog" "$iters" > "$work/mpi.log" 2>&1 || status=$?
 grep -E '^(pingpong|verified)' "$work/mpi.log" || tail -n 15 "$work/mpi.log"

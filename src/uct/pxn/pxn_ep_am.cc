@@ -43,30 +43,11 @@ ucs_status_t check_am(uint8_t id, uint32_t cookie, size_t length, size_t max)
 ucs_status_t Ep::am_short(uint8_t id, uint64_t header, const void *payload,
                           unsigned length)
 {
-    const size_t total  = sizeof(header) + length;
-    ucs_status_t status = check_am(id, am_cookie_, total,
-                                   std::min(hub_->max_am(), hub_->max_short()));
-    if (status == UCS_OK) {
-        status = admit();
-    }
-    if (status != UCS_OK) {
-        return status;
-    }
-    size_t packed = 0;
-    status = lane_->stage_now(this, {abi::kOpAm, route_, 0,
-                                     am_plan_address(am_cookie_, id), total},
-                              &packed, [&](uint8_t *dest) {
-                                  std::memcpy(dest, &header, sizeof(header));
-                                  if (length != 0) {
-                                      std::memcpy(dest + sizeof(header),
-                                                  payload, length);
-                                  }
-                                  return ssize_t(total);
-                              });
-    ucs_trace_data("pxn ep %p: am_short id %u %zu bytes: %s", this, id, total,
-                   ucs_status_string(status));
-    issued_ += (status == UCS_OK);
-    return status;
+    /* UCT delivers the header first, then the payload: two elements */
+    const uct_iov_t iov[2] = {
+            {&header, sizeof(header), UCT_MEM_HANDLE_NULL, 0, 1},
+            {const_cast<void*>(payload), length, UCT_MEM_HANDLE_NULL, 0, 1}};
+    return am_short_iov(id, iov, (length != 0) ? 2 : 1);
 }
 
 ucs_status_t Ep::am_short_iov(uint8_t id, const uct_iov_t *iov, size_t iovcnt)
@@ -88,6 +69,9 @@ ucs_status_t Ep::am_short_iov(uint8_t id, const uct_iov_t *iov, size_t iovcnt)
                                      am_plan_address(am_cookie_, id), total},
                               &packed, [&](uint8_t *dest) {
                                   for (size_t i = 0; i < iovcnt; ++i) {
+                                      if (iov[i].length == 0) {
+                                          continue; /* its buffer may be NULL */
+                                      }
                                       const auto *src = static_cast<const uint8_t*>(
                                               iov[i].buffer);
                                       for (unsigned c = 0;
