@@ -60,7 +60,8 @@ TEST(AmInbox, MessagesComeOutInPushOrderIntact)
         EXPECT_EQ(next % 32, m.am_id);
         EXPECT_EQ(1u, m.source);
         ASSERT_EQ(p.size(), m.length);
-        EXPECT_EQ(0, std::memcmp(p.data(), m.data, p.size())) << next;
+        EXPECT_TRUE(p.empty() || (std::memcmp(p.data(), m.data, p.size()) == 0))
+                << next;
         ++next;
     }));
     EXPECT_TRUE(inbox.empty());
@@ -173,7 +174,8 @@ TEST(AmInbox, ProducerAndConsumerThreadsMoveEveryMessageIntactThroughWraps)
                 const uint32_t length = (n * 37 + uint32_t(m.source)) % (max_message + 1);
                 ASSERT_EQ(length, m.length);
                 const auto p = payload(length, uint8_t(n + m.source));
-                ASSERT_EQ(0, std::memcmp(p.data(), m.data, length)) << n;
+                ASSERT_TRUE((length == 0) || (std::memcmp(p.data(), m.data, length) == 0))
+                        << n;
                 ++n;
             });
         }
