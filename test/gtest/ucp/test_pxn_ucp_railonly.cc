@@ -94,6 +94,16 @@ TEST_F(PxnUcp, RailOnlyGet)
                         kRelay10, 100 * 64 * kKiB);
 }
 
+/* The rail NIC and the frontend both allowed: UCX 1.13's tcp claims the
+ * cross-rail peer on the rail NIC too, but every lane stays pxn's (on both
+ * devices), so no lane sits on a NIC that cannot reach the peer. */
+TEST_F(PxnUcp, RailAndFrontendAllowedEveryCrossRailLaneIsStillPxn)
+{
+    cross_rail_perftest(Inner::kRailOnly, 14312,
+                        {"-t", "tag_bw", "-s", "1048576", "-n", "20", "-w", "2"},
+                        {"UCX_NET_DEVICES=rail0,rail1,front"}, kRelay01, 20 * kMiB);
+}
+
 /* NIXL's way (ucp_rma_check --nixl: RMA and AM features, peer error mode,
  * puts flushed, then an active-message notification the target answers),
  * every byte checked, on the rail-only fabric: all of it through pxn. */
