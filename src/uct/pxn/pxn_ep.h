@@ -226,6 +226,9 @@ private:
     /* What every operation asks first: UCS_ERR_UNREACHABLE for a fork
      * child's ep (fork.h), else check_route() then send_status(). */
     ucs_status_t admit(bool *direct = nullptr);
+    /* An active message of `length` bytes (at most `max`) to handler `id`
+     * of the peer: the peer receives them and the ep may send (admit()). */
+    ucs_status_t admit_am(uint8_t id, size_t length, size_t max);
     /* Asks a (new) relay of the target's rail for a route; false when there
      * is none. */
     bool         reroute();

@@ -40,6 +40,12 @@ ucs_status_t check_am(uint8_t id, uint32_t cookie, size_t length, size_t max)
 
 } // namespace
 
+ucs_status_t Ep::admit_am(uint8_t id, size_t length, size_t max)
+{
+    const ucs_status_t status = check_am(id, am_cookie_, length, max);
+    return (status == UCS_OK) ? admit() : status;
+}
+
 ucs_status_t Ep::am_short(uint8_t id, uint64_t header, const void *payload,
                           unsigned length)
 {
@@ -56,11 +62,8 @@ ucs_status_t Ep::am_short_iov(uint8_t id, const uct_iov_t *iov, size_t iovcnt)
     for (size_t i = 0; i < iovcnt; ++i) {
         total += iov[i].length * std::max<size_t>(iov[i].count, 1);
     }
-    ucs_status_t status = check_am(id, am_cookie_, total,
+    ucs_status_t status = admit_am(id, total,
                                    std::min(hub_->max_am(), hub_->max_short()));
-    if (status == UCS_OK) {
-        status = admit();
-    }
     if (status != UCS_OK) {
         return status;
     }
@@ -92,10 +95,7 @@ ucs_status_t Ep::am_short_iov(uint8_t id, const uct_iov_t *iov, size_t iovcnt)
 
 ssize_t Ep::am_bcopy(uint8_t id, uct_pack_callback_t pack, void *arg)
 {
-    ucs_status_t status = check_am(id, am_cookie_, 0, hub_->max_am());
-    if (status == UCS_OK) {
-        status = admit();
-    }
+    ucs_status_t status = admit_am(id, 0, hub_->max_am());
     if (status != UCS_OK) {
         return status;
     }
