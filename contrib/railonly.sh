@@ -16,7 +16,9 @@
 # ranks (taskset; the relays and engines unbound).
 # Relays: ucx_pxn_relay on node 0 rail 1 and node 1 rail 0. Needs root;
 # builds what is missing and brings the topology up (and down again when
-# this run brought it up).
+# this run brought it up). PXN_UCX_PREFIX: a UCX install holding the pxn
+# module and its tools, used as it is (nothing is built; the GPU machine's
+# carried copy, `contrib/gpu/run.sh railonly`).
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,8 +39,12 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" = 0 ] || { echo "railonly.sh: run as root (network namespaces)" >&2; exit 2; }
 
-bash "$top/contrib/build.sh"
-ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
+if [ -n "${PXN_UCX_PREFIX:-}" ]; then
+    ucx=$PXN_UCX_PREFIX
+else
+    bash "$top/contrib/build.sh"
+    ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
+fi
 if bash "$top/contrib/topology.sh" status >/dev/null 2>&1; then
     topology_was_up=1
 else

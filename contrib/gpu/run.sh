@@ -19,6 +19,9 @@
 #   (PXN_GPU_VERSIONS_PERFTEST=n: the tests only).
 #   bash contrib/gpu/run.sh contention: ucx_pxn_contention_bench on this
 #   machine's cores (host memory, inner cma; PXN_CONTENTION_ARGS).
+#   bash contrib/gpu/run.sh railonly: contrib/railonly.sh (UCP through pxn
+#   alone on a rail-only fabric, beside same-rail) on this machine's cores,
+#   ranks unbound, then bound (--bind); PXN_RAILONLY_ARGS adds options.
 #   bash contrib/gpu/run.sh kv: ucx_pxn_kv_bench (KV-cache shapes, pxn against
 #   the inner cuda_ipc alone, docs/benchmarks.md) with GPU memory, with the
 #   UCX of gpu-carry/ (where it holds the bench) and with each UCX of
@@ -398,6 +401,25 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     section "same, copy engine only"
     timeout 60 "$c/build/bench/ucx_pxn_bench" --gpu --reps 3 --total 256M \
         --sizes 4K,64K,8M --env UCX_PXN_COPY=ce 2>&1 | tee "$out/bench-gpu-ce.txt"
+fi
+
+if [ "$what" = railonly ]; then
+    export PATH=$c/iproute/bin:$PATH PXN_BUILD_DIR=$c/build PXN_UCX_PREFIX=$c/ucx
+    export LD_LIBRARY_PATH=$c/ucx/lib:$c/extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    cp "$c/build/.libs/libuct_pxn.so.0.0.0" "$c/ucx/lib/ucx/libuct_pxn.so.0"
+    cp "$c/build/.libs/libpxn_transport.so.0.0.0" "$c/ucx/lib/ucx/libpxn_transport.so.0"
+    if [ "$(df -k --output=size /dev/shm | tail -n 1)" -lt $((4 << 20)) ]; then
+        export UCX_PXN_REGISTRY_DIR=/tmp/pxn-registry # as host.sh: a small /dev/shm
+        mkdir -p "$UCX_PXN_REGISTRY_DIR"
+    fi
+    for b in "" --bind; do
+        section "UCP through pxn alone, rail-only (contrib/railonly.sh $b)"
+        nproc
+        # shellcheck disable=SC2086
+        timeout 280 bash "$top/contrib/railonly.sh" --tests tag_lat,ucp_am_lat,tag_bw,ucp_am_bw \
+            --sizes 8,1K,8K,64K,1M,16M $b ${PXN_RAILONLY_ARGS:-} 2>&1 |
+            tee "$out/railonly${b:+-bind}.txt"
+    done
 fi
 
 # --- host: host memory across emulated rails (contrib/gpu/host.sh) ---------
