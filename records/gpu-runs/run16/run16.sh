@@ -9,12 +9,27 @@
 #   mps8m     ucx_pxn_ucp_bench --modes 8M --rounds 9 under CUDA MPS, engines
 #             base, cur, base, cur
 #   railonly  contrib/gpu/run.sh railonly (issue 32, 16 cores)
+#   ampoll    contrib/railonly.sh latency, ranks bound, UCX_PXN_AM_POLL=n
+#             then y, twice; then unbound with y (gpu-carry: 8f6576a + AM_POLL)
 set -u
 top=$PWD c=$top/gpu-carry k=$top/gpu-carry-kv out=${OUT:-$top/gpu-out}
 mkdir -p "$out" /tmp/pxn16
 section() { printf '\n==== %s\n' "$*"; }
 section machine; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc
 if [ "$1" = railonly ]; then bash contrib/gpu/run.sh railonly; exit; fi
+if [ "$1" = ampoll ]; then
+    export PATH=$c/iproute/bin:$PATH PXN_BUILD_DIR=$c/build PXN_UCX_PREFIX=$c/ucx
+    export LD_LIBRARY_PATH=$c/ucx/lib:$c/extra
+    cp "$c/build/.libs/libuct_pxn.so.0.0.0" "$c/ucx/lib/ucx/libuct_pxn.so.0"
+    cp "$c/build/.libs/libpxn_transport.so.0.0.0" "$c/ucx/lib/ucx/libpxn_transport.so.0"
+    for run in "n --bind" "y --bind" "n --bind" "y --bind" "y"; do
+        set -- $run
+        section "UCX_PXN_AM_POLL=$1 railonly.sh ${2:-}"
+        UCX_PXN_AM_POLL=$1 timeout 150 bash contrib/railonly.sh --tests tag_lat,ucp_am_lat \
+            --sizes 8,1K,8K,64K ${2:-} 2>&1 | tee -a "$out/ampoll.txt"
+    done
+    exit
+fi
 cp "$c/build/.libs/libuct_pxn.so.0.0.0" "$c/ucx/lib/ucx/libuct_pxn.so.0"
 cp "$c/build/.libs/libpxn_transport.so.0.0.0" "$c/ucx/lib/ucx/libpxn_transport.so.0"
 one() { # <engine cur|base> <bench ucp|kv> <tag>

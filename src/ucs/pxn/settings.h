@@ -107,6 +107,8 @@ struct Settings {
     double                   engine_poll       = 20e-6; /* seconds */
     std::string              engine_cpus       = "auto"; /* cpu_list.h */
     std::string              engine_nice       = "inherit";
+    bool                     am_poll           = true; /* the application's
+                                                          progress receives AM */
 };
 
 /* UCX_PXN_ENGINE_NICE as a number; false for "inherit". */

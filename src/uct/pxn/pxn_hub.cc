@@ -80,7 +80,8 @@ ucs_status_t Hub::open_inbox()
                                       std::max(kAmWindowBytes, am_cost(am_max_)),
                                       kAmSources);
     if (status == UCS_OK) {
-        status = node_->attach_inbox(port_.get(), inbox.get(), &am_cookie_);
+        status = node_->attach_inbox(port_.get(), inbox.get(), &am_cookie_,
+                                     &am_port_);
     }
     if (status != UCS_OK) {
         ucs_error("pxn: no inbox for active messages on %s: %s",
@@ -89,6 +90,24 @@ ucs_status_t Hub::open_inbox()
     }
     inbox_ = std::move(inbox);
     return UCS_OK;
+}
+
+/* The engine thread sleeps on the port's event fd and receives as well: a
+ * frame this thread took is one it will not see. What only the engine
+ * does after a frame -- grants for a hello or a drained inbox (AmPort::pump),
+ * a relay's next step after an inner completion of its own on this port --
+ * needs it woken. A pure target's messages need no engine at all. */
+void Hub::receive_here()
+{
+    std::unique_lock<std::mutex> guard(port_->lock(), std::try_to_lock);
+    if (!guard.owns_lock()) {
+        return; /* the engine is at it */
+    }
+    const unsigned work = port_->progress();
+    guard.unlock();
+    if ((work != 0) && (node_->has_relay() || am_port_->pending())) {
+        node_->wake_engine();
+    }
 }
 
 Hub::~Hub()

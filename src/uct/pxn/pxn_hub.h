@@ -78,6 +78,9 @@ public:
         if (inbox_ == nullptr) {
             return 0;
         }
+        if (settings().am_poll) {
+            receive_here();
+        }
         const unsigned count = inbox_->drain(max, std::forward<Deliver>(deliver));
         if (count != 0) { /* one add per batch, as pieces on the sender */
             __atomic_fetch_add(&sender_counters_->am_received, count,
@@ -132,6 +135,10 @@ private:
     Hub() = default;
 
     ucs_status_t open_inbox();
+    /* Progress of the port on this thread, unless another thread (the
+     * engine) progresses it now: frames for the inbox arrive without an
+     * engine thread (UCX_PXN_AM_POLL). */
+    void         receive_here();
 
     std::shared_ptr<Node>   node_; /* first: destroyed last */
     std::shared_ptr<Net>    port_;
@@ -147,6 +154,7 @@ private:
     size_t                  am_max_ = 0;
     uint32_t                am_cookie_ = 0;
     std::unique_ptr<AmInbox> inbox_; /* after node_: detached first */
+    AmPort                 *am_port_ = nullptr; /* inbox_'s, lives with port_ */
 };
 
 } // namespace uct

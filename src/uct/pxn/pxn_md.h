@@ -52,6 +52,7 @@ typedef struct uct_pxn_md_config {
     size_t                   relay_slice;
     size_t                   relay_slice_merge;
     int                      relay_sgl;
+    int                      am_poll;
     unsigned long            initial_seq;
     double                   engine_spin;
     double                   engine_poll;

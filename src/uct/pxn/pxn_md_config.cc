@@ -233,6 +233,15 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      "others. 1us..10ms.",
      ucs_offsetof(uct_pxn_md_config_t, engine_poll), UCS_CONFIG_TYPE_TIME},
 
+    {"AM_POLL", "y",
+     "The application's progress of an iface that receives active messages\n"
+     "through relays also polls the inner transport for them, when the engine\n"
+     "thread is not polling it at that moment: a message then waits for no\n"
+     "engine thread to be scheduled (one that shares a core with a busy-polling\n"
+     "rank waits for it). 'n': only the engine thread receives them, and the\n"
+     "application's progress makes no system call for them.",
+     ucs_offsetof(uct_pxn_md_config_t, am_poll), UCS_CONFIG_TYPE_BOOL},
+
     {"ENGINE_CPUS", "auto",
      "CPUs the engine thread runs on: 'auto' (those of the process's CPUs that\n"
      "are local to its GPU, as NCCL places its proxy thread; all of them\n"
@@ -355,6 +364,7 @@ ucs_status_t uct_pxn_md_settings(const uct_pxn_md_config_t *config,
     s.relay_slice        = config->relay_slice;
     s.relay_slice_merge  = config->relay_slice_merge;
     s.relay_sgl          = (config->relay_sgl != 0);
+    s.am_poll            = (config->am_poll != 0);
     s.engine_spin        = config->engine_spin;
     s.engine_poll        = config->engine_poll;
     s.engine_cpus        = config->engine_cpus;

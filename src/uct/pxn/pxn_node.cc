@@ -186,12 +186,14 @@ void Node::drop_port(Net *net)
                  ports_.end());
 }
 
-ucs_status_t Node::attach_inbox(Net *port, AmInbox *inbox, uint32_t *cookie)
+ucs_status_t Node::attach_inbox(Net *port, AmInbox *inbox, uint32_t *cookie,
+                                AmPort **am)
 {
     std::lock_guard<std::mutex> guard(mutex_);
     for (const Port &p : ports_) {
         if ((p.net == port) && (p.am != nullptr)) {
             *cookie = p.am->attach(inbox);
+            *am     = p.am;
             return UCS_OK;
         }
     }
@@ -328,6 +330,7 @@ ucs_status_t Node::start_relay(const std::string &device, const InnerMd *md,
             status = RelayService::open(params, settings_, &relay);
             if (status == UCS_OK) {
                 relays_.push_back(std::move(relay));
+                has_relay_.store(true, std::memory_order_release);
                 return UCS_OK;
             }
             retired->push_back(std::move(net)); /* maybe its last holder */

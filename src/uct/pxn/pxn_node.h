@@ -84,13 +84,18 @@ public:
     /* The home rail chosen for an iface on `device`; "" while deferred. */
     std::string  home_rail(const std::string &device);
     /* Active messages for an iface on `port` go into `inbox` (AmPort):
-     * *cookie names it in the iface's address. UCS_ERR_UNSUPPORTED where
-     * the port carries no AM. */
-    ucs_status_t attach_inbox(Net *port, AmInbox *inbox, uint32_t *cookie);
+     * *cookie names it in the iface's address, *am is the port's AmPort (it
+     * lives as long as the port). UCS_ERR_UNSUPPORTED where the port
+     * carries no AM. */
+    ucs_status_t attach_inbox(Net *port, AmInbox *inbox, uint32_t *cookie,
+                              AmPort **am);
     void         detach_inbox(Net *port, uint32_t cookie);
     /* An inbox drained room its sources wait for: the engine grants it
      * (ends its sleep). Any thread. */
     void         wake_engine() { engine_.wake(); }
+    /* A relay runs in this process (its engine follows up what any thread's
+     * progress of its port completed). Any thread. */
+    bool         has_relay() const { return has_relay_.load(std::memory_order_acquire); }
     /* The sender of UCT worker `worker`, shared by its ifaces. */
     ucs_status_t sender_for(const void *worker, std::shared_ptr<Sender> *sender);
 
@@ -162,6 +167,7 @@ private:
     std::vector<std::string>                candidates_; /* inner devices */
     std::atomic<int>                        gpu_{-1};
 
+    std::atomic<bool>                       has_relay_{false};
     mutable std::mutex                      mutex_;
     std::vector<Port>                       ports_;
     std::map<std::string, std::weak_ptr<Net>> port_refs_; /* by tl/device */

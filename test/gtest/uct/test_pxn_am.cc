@@ -5,11 +5,83 @@
  */
 #include "pxn_transfer.h"
 
+#include <dirent.h>
+#include <fstream>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
 namespace pxn_test {
 namespace {
 
+/* One thread of a child process stopped by ptrace while its other threads
+ * run on (SIGSTOP would stop them all). It runs again when this ends. */
+class StoppedThread {
+public:
+    StoppedThread() = default;
+    ~StoppedThread()
+    {
+        if (tid_ > 0) {
+            ptrace(PTRACE_DETACH, tid_, nullptr, nullptr);
+        }
+    }
+    StoppedThread(const StoppedThread&) = delete;
+    StoppedThread &operator=(const StoppedThread&) = delete;
+
+    /* Stops the thread of `pid` named `comm` while it sleeps in ppoll (so it
+     * holds no lock of the process); false and *why when it cannot. */
+    bool stop(pid_t pid, const std::string &comm, std::string *why)
+    {
+        const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+        DIR *dir = opendir(tasks.c_str());
+        for (dirent *e; (dir != nullptr) && ((e = readdir(dir)) != nullptr);) {
+            std::string name;
+            std::ifstream(tasks + "/" + e->d_name + "/comm") >> name;
+            if (name == comm) {
+                tid_ = atoi(e->d_name);
+            }
+        }
+        if (dir != nullptr) {
+            closedir(dir);
+        }
+        if ((tid_ <= 0) || (ptrace(PTRACE_SEIZE, tid_, nullptr, nullptr) != 0)) {
+            *why = "no thread " + comm + " in " + tasks + " to trace: " + strerror(errno);
+            tid_ = -1;
+            return false;
+        }
+        for (int attempt = 0; attempt < 1000; ++attempt) {
+            int status = 0;
+            if ((ptrace(PTRACE_INTERRUPT, tid_, nullptr, nullptr) != 0) ||
+                (waitpid(tid_, &status, __WALL) != tid_)) {
+                *why = std::string("PTRACE_INTERRUPT: ") + strerror(errno);
+                return false;
+            }
+            long nr = -1;
+            std::ifstream(tasks + "/" + std::to_string(tid_) + "/syscall") >> nr;
+            if (nr == SYS_ppoll) {
+                return true;
+            }
+            ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
+            usleep(1000);
+        }
+        *why = "thread " + comm + " never stopped asleep";
+        return false;
+    }
+
+private:
+    pid_t tid_ = -1;
+};
+
 class PxnAm : public PxnTransfer {
 protected:
+    /* PXN_TEST_AM_POLL=n: the test of UCX_PXN_AM_POLL shows what it checks
+     * by failing without it */
+    static std::string am_poll()
+    {
+        const char *v = getenv("PXN_TEST_AM_POLL");
+        return (v != nullptr) ? v : "y";
+    }
+
     /* "am <received> <bad> <out of order> <bytes>" as numbers */
     std::vector<uint64_t> stats(PeerProcess *peer)
     {
@@ -82,6 +154,33 @@ TEST_F(PxnAm, ManyMoreMessagesThanOneCreditWindowAllArrive)
     EXPECT_EQ(4000u, n[0]);
     EXPECT_EQ(0u, n[1]);
     EXPECT_EQ(0u, n[2]);
+}
+
+/* The target's engine thread stopped (ptrace), asleep, once the flow has
+ * its first grant: the target's own progress takes the relay's frames off
+ * the port (UCX_PXN_AM_POLL), so a rank bound to one core waits for no
+ * engine thread sharing that core. (With UCX_PXN_AM_POLL=n nothing arrives
+ * until the engine runs again.) */
+TEST_F(PxnAm, TargetsOwnProgressReceivesWhileItsEngineThreadIsStopped)
+{
+    CrossRail c = cross_rail(4096, 1, {"UCX_PXN_AM_POLL=" + am_poll()});
+    ASSERT_NE(nullptr, c.sender);
+    ASSERT_EQ("ok", c.target->call("am listen"));
+    ASSERT_TRUE(c.target->send("serve")); /* hello and grant: the engine */
+    EXPECT_EQ("0", status_of(c.sender->call("am send short 5 1 8")));
+    EXPECT_EQ("ok", c.target->call("stop"));
+    ASSERT_EQ(1u, stats(c.target).at(0));
+
+    StoppedThread engine;
+    std::string why;
+    ASSERT_TRUE(engine.stop(c.target->pid(), "ucx-pxn", &why)) << why;
+    /* 100 x (200 + 16) bytes: within the first grant (256 KiB) */
+    EXPECT_EQ("0", status_of(c.sender->call("am send short 5 100 200")));
+    EXPECT_EQ("ok", c.target->call("progress 500"));
+    const auto n = stats(c.target);
+    EXPECT_EQ(101u, n.at(0)) << "with the target's engine thread stopped";
+    EXPECT_EQ(0u, n.at(1));
+    EXPECT_EQ(0u, n.at(2));
 }
 
 /* Every message counted once where it passed: staged by the sender,
