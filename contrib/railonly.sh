@@ -12,6 +12,14 @@
 #
 # Latency tests (*_lat) print the typical (median) and average one-way
 # latency in us, bandwidth tests MB/s; each with the ratio pxn / same-rail.
+# The test nixl_notify (sizes: the put before each notification) runs
+# test/apps/ucp_rma_check --nixl --notify 500 instead (its target --busy): NIXL's pattern of a
+# put, an ep flush, then a notification (ucp_am_send_nbx), one at a time,
+# through pxn, then through the frontend (UCX_TLS=tcp
+# UCX_NET_DEVICES=front: what UCP takes across rails when it may use a
+# second network), then same-rail; medians and 90th percentiles in us of
+# flush-done-to-handler (notify) and put-posted-to-handler (write+notify),
+# and the ratios pxn / frontend.
 # --bind: every ucx_perftest bound to one core of its own as MPI binds
 # ranks (taskset; the relays and engines unbound).
 # Relays: ucx_pxn_relay on node 0 rail 1 and node 1 rail 0. Needs root;
@@ -44,6 +52,9 @@ if [ -n "${PXN_UCX_PREFIX:-}" ]; then
 else
     bash "$top/contrib/build.sh"
     ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
+    if [[ ,$tests, == *,nixl_notify,* ]]; then
+        make -C "$build" test/apps/ucp_rma_check >/dev/null
+    fi
 fi
 if bash "$top/contrib/topology.sh" status >/dev/null 2>&1; then
     topology_was_up=1
@@ -119,6 +130,32 @@ run() {
     fi
 }
 
+# notify_run <label> <server node> <server rail> <bytes> [VAR=value...]:
+# "<notify p50> <p90> <write+notify p50> <p90>" in us, or "failed"
+notify_run() {
+    local label=$1 sn=$2 sr=$3 b=$4 ok=0 line
+    shift 4
+    port=$((port + 1))
+    UCX_TLS=pxn,tcp slot "$sn" "$sr" env "$@" timeout 60 "$build/test/apps/ucp_rma_check" \
+        --target -p $port --nixl --busy > "$log/server-$label-notify-$b.log" 2>&1 &
+    local server=$! i
+    for i in $(seq 50); do
+        ip netns exec "pxn-n${sn}r${sr}" ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+        sleep 0.1
+    done
+    UCX_TLS=pxn,tcp slot 0 0 env "$@" timeout 60 "$build/test/apps/ucp_rma_check" \
+        --initiator "10.99.$sn.$((sr + 1))" -p $port --nixl --region "$b" --min-block "$b" \
+        --max-block "$b" --no-get --notify 500 --notify-block "$b" \
+        > "$log/client-$label-notify-$b.log" 2>&1 && ok=1
+    wait "$server" 2>/dev/null || ok=0
+    line=$(grep -h 'notify_us' "$log/server-$label-notify-$b.log" || true)
+    if [ $ok = 0 ] || [ -z "$line" ]; then
+        echo failed
+    else
+        echo "$line" | sed -E 's/.*notify_us p50=([^ ]+) p90=([^ ]+) write_notify_us p50=([^ ]+) p90=([^ ]+).*/\1 \2 \3 \4/'
+    fi
+}
+
 start_relay 0 1
 start_relay 1 0
 sleep 1
@@ -127,6 +164,24 @@ echo "ucx_perftest, rail-only, each process's UCX on its own rail NIC (logs in $
 echo "without pxn (UCX_TLS=tcp), node 0 rail 0 to node 1 rail 1: $(run nopxn tcp 1 1 tag_lat 8)"
 grep -h -m1 -E 'ERROR' "$log"/client-nopxn-*.log | sed -E 's/^.*UCX +ERROR +/  /' || true
 for test in ${tests//,/ }; do
+    if [ "$test" = nixl_notify ]; then
+        echo "$test: p50/p90 in us of notify (flush done -> handler) and w+n (put posted -> handler)"
+        printf '%6s | %-27s | %-27s | %-27s | %s\n' put "through pxn" "through the frontend" \
+            "same rail" "pxn / front (p50)"
+        for size in ${sizes//,/ }; do
+            b=$(bytes "$size")
+            a=$(notify_run pxn 1 1 "$b")
+            f=$(notify_run front 1 1 "$b" UCX_TLS=tcp UCX_NET_DEVICES=front)
+            s=$(notify_run same 1 0 "$b")
+            echo "$a $f $s" | awk -v z="$size" '
+                function c(a, b) { return sprintf("%13s", a "/" b) }
+                NF == 12 { printf "%6s | %s %s | %s %s | %s %s | %.2f %.2f\n", z,
+                           c($1, $2), c($3, $4), c($5, $6), c($7, $8), c($9, $10),
+                           c($11, $12), $1 / $5, $3 / $7; next }
+                { printf "%6s | %s\n", z, $0 }'
+        done
+        continue
+    fi
     if [[ $test == *_lat ]]; then
         printf '%-10s %6s | %21s | %21s | %11s\n' "$test" "" "through pxn" "same rail" "pxn / same"
         printf '%-10s %6s | %10s %10s | %10s %10s | %5s %5s\n' "" size median avg median avg med avg

@@ -14,6 +14,16 @@
  * Exit status: 0 all verified; 1 mismatch; 2 setup error; 3 a transfer
  * failed (request error or ep error handler; target: the initiator went
  * away); 4 --deadline (default 60 s) passed. One summary line per side.
+ * --notify N (initiator): after the put and get phases, N NIXL-style
+ * notifications, one at a time: a put of --notify-block bytes, an ep flush,
+ * then the AM NOTIFY carrying the CLOCK_MONOTONIC times of the put's post
+ * and of the flush's completion; the target's AM handler takes its own time
+ * when it runs (one host: the emulated rails share the clock) and prints
+ * the medians and 90th percentiles of notify_us (flush done -> handler)
+ * and write_notify_us (put posted -> handler) in its summary line.
+ * --busy (target): progress without pause, as NIXL's progress thread does
+ * (by default the target waits up to 1 ms for its socket when progress
+ * found nothing to do); --notify's figures need it.
  * --nixl: the UCP configuration NIXL's UCX backend sets (RNDV_THRESH=inf,
  * MAX_RMA_RAILS=2, RC_FENCE=none, MAX_HCA_PER_GPU=auto from 1.21, ...),
  * each where the environment does not set it, as NIXL does.
@@ -48,14 +58,34 @@ namespace {
 
 enum Exit { kOk = 0, kMismatch = 1, kSetup = 2, kTransfer = 3, kDeadline = 4 };
 const char *const kResult[] = {"ok", "mismatch", "setup-error", "transfer-failed"};
-enum Op : uint32_t { kVerify = 1, kFill = 2, kDone = 3 };
+enum Op : uint32_t { kVerify = 1, kFill = 2, kDone = 3, kNotify = 4 };
+
+uint64_t monotonic_ns()
+{
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+/* "p50=<us> p90=<us>" of samples in ns. */
+std::string percentiles(std::vector<uint64_t> ns)
+{
+    if (ns.empty()) {
+        return "p50=- p90=-";
+    }
+    std::sort(ns.begin(), ns.end());
+    char text[64];
+    snprintf(text, sizeof(text), "p50=%.1f p90=%.1f", ns[ns.size() / 2] / 1e3,
+             ns[std::min(ns.size() - 1, ns.size() * 9 / 10)] / 1e3);
+    return text;
+}
 
 constexpr unsigned kAmId       = 7;
 constexpr size_t   kCanary     = 4096;
 constexpr uint64_t kCanarySeed = 0xCA11AB1Eull;
 
 struct Options {
-    bool        target = false, get = true, vfs = false;
+    bool        target = false, get = true, vfs = false, busy = false;
     std::string host;
     int         port      = 13400;
     size_t      region    = 64ul << 20;
@@ -65,11 +95,19 @@ struct Options {
     size_t      min_block = 4096, max_block = 512 * 1024;
     size_t      window    = 0;
     size_t      sgl       = 0; /* blocks per SGL operation (0: one nbx each) */
+    unsigned    notify    = 0; /* NOTIFY rounds after the phases */
+    size_t      notify_block = 4096;
 };
 
 /* Initiator -> target: the AM header. Target -> initiator: over the socket,
  * bad_offset from the region start (the canaries lie outside it). */
-struct AmMsg { uint32_t op, round; uint64_t seed; };
+struct AmMsg {
+    uint32_t op, round;
+    uint64_t seed;
+    uint64_t posted_ns, flushed_ns; /* NOTIFY: CLOCK_MONOTONIC */
+};
+/* What the target's handler got, and when. */
+struct Arrival { AmMsg msg; uint64_t at_ns; };
 struct Reply { uint32_t op, ok; int64_t bad_offset; };
 
 const char *g_role = "?";
@@ -232,7 +270,7 @@ struct Ucp {
     unsigned      err_handler_calls = 0;
     size_t        outstanding = 0, failed_requests = 0;
     ucs_status_t  ep_status = UCS_OK, first_failure = UCS_OK;
-    std::deque<AmMsg> inbox;
+    std::deque<Arrival> inbox;
 
     Ucp()
     {
@@ -337,7 +375,7 @@ struct Ucp {
         if (header_length == sizeof(AmMsg)) {
             AmMsg msg;
             memcpy(&msg, header, sizeof(msg));
-            static_cast<Ucp*>(arg)->inbox.push_back(msg);
+            static_cast<Ucp*>(arg)->inbox.push_back({msg, monotonic_ns()});
         }
         return UCS_OK;
     }
@@ -369,18 +407,21 @@ int run_target(const Options &o)
 
     int result = -1;
     unsigned verified = 0, mismatches = 0;
+    std::vector<uint64_t> notify_ns, write_notify_ns;
     while (result < 0) {
         if (ucp_worker_progress(ucp.worker) == 0) {
             /* The initiator writes nothing more: readable means it is gone. */
             pollfd pfd = {fd, POLLIN, 0};
             char c;
-            if ((poll(&pfd, 1, 1) > 0) && (recv(fd, &c, 1, MSG_DONTWAIT) <= 0)) {
+            if ((poll(&pfd, 1, o.busy ? 0 : 1) > 0) &&
+                (recv(fd, &c, 1, MSG_DONTWAIT) <= 0)) {
                 fprintf(stderr, "ucp_rma_check: target: the initiator went away\n");
                 result = kTransfer;
             }
         }
         while (!ucp.inbox.empty() && (result < 0)) {
-            const AmMsg msg = ucp.inbox.front();
+            const AmMsg msg  = ucp.inbox.front().msg;
+            const uint64_t at = ucp.inbox.front().at_ns;
             ucp.inbox.pop_front();
             Reply reply = {msg.op, 1, 0};
             if (msg.op == kVerify) {
@@ -389,6 +430,9 @@ int run_target(const Options &o)
                 mismatches += !reply.ok;
             } else if (msg.op == kFill) {
                 fill_pattern(buf.data, buf.len, msg.seed);
+            } else if (msg.op == kNotify) {
+                notify_ns.push_back(at - msg.flushed_ns);
+                write_notify_ns.push_back(at - msg.posted_ns);
             } else if (msg.op == kDone) {
                 result   = (mismatches > 0) ? kMismatch : kOk;
                 reply.ok = (mismatches == 0);
@@ -401,8 +445,13 @@ int run_target(const Options &o)
     result = (mismatches > 0) ? kMismatch :
              ((result == kOk) && (ucp.err_handler_calls > 0)) ? kTransfer : result;
     printf("ucp_rma_check: target result=%s verified=%u mismatches=%u "
-           "err_handler_calls=%u\n", kResult[result], verified, mismatches,
+           "err_handler_calls=%u", kResult[result], verified, mismatches,
            ucp.err_handler_calls);
+    if (!notify_ns.empty()) {
+        printf(" notifications=%zu notify_us %s write_notify_us %s", notify_ns.size(),
+               percentiles(notify_ns).c_str(), percentiles(write_notify_ns).c_str());
+    }
+    printf("\n");
     fflush(stdout);
     /* No UCP teardown: the initiator may be gone and its ep with it. */
     _exit(result);
@@ -560,7 +609,20 @@ int run_initiator(const Options &o)
             result = local.verify(seed, &bad_at);
         }
     }
-    if ((result == kOk) && !in.notify({kDone, 0, 0}, &reply)) {
+    for (unsigned round = 0; (round < o.notify) && (result == kOk); ++round) {
+        phase = "notify";
+        const size_t length = std::min(o.notify_block, local.len);
+        AmMsg msg = {kNotify, round, 0, monotonic_ns(), 0};
+        if (!in.transfer(true, local.data, {{0, length}}, 0, 0, memh)) {
+            result = kTransfer;
+            break;
+        }
+        msg.flushed_ns = monotonic_ns();
+        if (!in.notify(msg, &reply)) {
+            result = kTransfer;
+        }
+    }
+    if ((result == kOk) && !in.notify({kDone, 0, 0, 0, 0}, &reply)) {
         result = kTransfer;
     }
 
@@ -615,10 +677,13 @@ int main(int argc, char **argv)
         {"sgl", required_argument, nullptr, 'S'},
         {"vfs", no_argument, nullptr, 'V'},
         {"nixl", no_argument, nullptr, 'N'},
+        {"notify", required_argument, nullptr, 'y'},
+        {"notify-block", required_argument, nullptr, 'Y'},
+        {"busy", no_argument, nullptr, 'u'},
         {nullptr, 0, nullptr, 0}};
     Options o;
     bool    usage = false;
-    for (int c; (c = getopt_long(argc, argv, "ti:p:r:n:s:Gd:b:B:w:S:VN", longopts,
+    for (int c; (c = getopt_long(argc, argv, "ti:p:r:n:s:Gd:b:B:w:S:VNy:Y:u", longopts,
                                  nullptr)) != -1;) {
         const size_t num = optarg ? strtoull(optarg, nullptr, 0) : 0;
         switch (c) {
@@ -636,18 +701,22 @@ int main(int argc, char **argv)
         case 'S': o.sgl = num; break;
         case 'V': o.vfs = true; break;
         case 'N': g_nixl = true; break;
+        case 'y': o.notify = unsigned(num); break;
+        case 'Y': o.notify_block = num; break;
+        case 'u': o.busy = true; break;
         default: usage = true; break;
         }
     }
     if (usage || (o.target == !o.host.empty()) || (o.region == 0) ||
         (o.deadline == 0) || (o.min_block == 0) || (o.min_block > o.max_block) ||
+        (o.notify_block == 0) ||
         (optind != argc)) {
         fprintf(stderr,
-                "usage: ucp_rma_check --target [-p PORT] [--deadline S] [--nixl]\n"
+                "usage: ucp_rma_check --target [-p PORT] [--deadline S] [--nixl] [--busy]\n"
                 "       ucp_rma_check --initiator HOST [-p PORT] [--region BYTES]\n"
                 "           [--rounds N] [--seed N] [--no-get] [--min-block B]\n"
                 "           [--max-block B] [--window N] [--deadline S] [--vfs]\n"
-                "           [--nixl] [--sgl N]\n"
+                "           [--nixl] [--sgl N] [--notify N] [--notify-block B]\n"
                 "exit: 0 verified, 1 mismatch, 2 setup error, 3 transfer failed,\n"
                 "      4 deadline passed (default 60 s)\n");
         return kSetup;

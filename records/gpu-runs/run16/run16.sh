@@ -9,7 +9,7 @@
 #   mps8m     ucx_pxn_ucp_bench --modes 8M --rounds 9 under CUDA MPS, engines
 #             base, cur, base, cur
 #   railonly  contrib/gpu/run.sh railonly (issue 32, 16 cores)
-#   ampoll    contrib/railonly.sh latency, ranks bound, UCX_PXN_AM_POLL=n
+#   ampoll    contrib/railonly.sh latency and nixl_notify, ranks bound, UCX_PXN_AM_POLL=n
 #             then y, twice; then unbound with y (gpu-carry: 8f6576a + AM_POLL)
 set -u
 top=$PWD c=$top/gpu-carry k=$top/gpu-carry-kv out=${OUT:-$top/gpu-out}
@@ -25,7 +25,7 @@ if [ "$1" = ampoll ]; then
     for run in "n --bind" "y --bind" "n --bind" "y --bind" "y"; do
         set -- $run
         section "UCX_PXN_AM_POLL=$1 railonly.sh ${2:-}"
-        UCX_PXN_AM_POLL=$1 timeout 150 bash contrib/railonly.sh --tests tag_lat,ucp_am_lat \
+        UCX_PXN_AM_POLL=$1 timeout 150 bash contrib/railonly.sh --tests tag_lat,ucp_am_lat,nixl_notify \
             --sizes 8,1K,8K,64K ${2:-} 2>&1 | tee -a "$out/ampoll.txt"
     done
     exit

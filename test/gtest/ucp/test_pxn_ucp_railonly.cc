@@ -112,11 +112,13 @@ TEST_F(PxnUcp, RailOnlyNixlStylePutsAndNotificationsThroughPxnAlone)
     constexpr unsigned kRounds = 2;
     BackgroundProcess *r01 = relay(Inner::kRailOnly, kRelay01);
     BackgroundProcess *r10 = relay(Inner::kRailOnly, kRelay10);
-    BackgroundProcess *target = rma_target(14311, {}, {"--nixl"}, Inner::kRailOnly);
+    BackgroundProcess *target = rma_target(14311, {}, {"--nixl", "--busy"},
+                                           Inner::kRailOnly);
     ASSERT_TRUE(r01 && r10 && target);
+    /* and then 20 notifications, each after a flushed 4 KiB put, timed */
     BackgroundProcess *in = rma_initiator(
             14311, {"--nixl", "--no-get", "--rounds", std::to_string(kRounds),
-                    "--deadline", deadline(30)},
+                    "--notify", "20", "--deadline", deadline(30)},
             {}, Inner::kRailOnly);
     ASSERT_NE(nullptr, in);
     const int status = in->wait(scaled_ms(40000));
@@ -128,6 +130,8 @@ TEST_F(PxnUcp, RailOnlyNixlStylePutsAndNotificationsThroughPxnAlone)
     EXPECT_TRUE(only_pxn_lanes(cfgs)) << joined(cfgs);
     EXPECT_EQ(0, target->wait(scaled_ms(10000))) << tail(target->output());
     EXPECT_NE(std::string::npos, target->output().find("target result=ok"));
+    EXPECT_NE(std::string::npos, target->output().find("notifications=20 notify_us p50="))
+            << tail(target->output());
     const RelayStats s01 = stop_relay(r01), s10 = stop_relay(r10);
     EXPECT_GE(s01.bytes, kRounds * (64ull << 20)) << "puts via n0r1";
     EXPECT_GT(s10.pieces, 0u) << "the target's answers via n1r0";
