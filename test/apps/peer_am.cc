@@ -190,6 +190,20 @@ std::string am_command(Peer &p, std::istringstream &in)
         }
         return "ok";
     }
+    if (what == "close") { /* the process lives on without its iface */
+        std::string keep;
+        in >> keep;
+        if (keep == "keep") { /* another iface of the process stays */
+            const ucs_status_t status = open_iface(p, &p.spare);
+            if (status != UCS_OK) {
+                return "err " + std::to_string(int(status));
+            }
+        }
+        destroy_ep(p);
+        uct_iface_close(p.iface);
+        p.iface = nullptr;
+        return "ok";
+    }
     if (what == "send") {
         std::string kind;
         unsigned id = 0;

@@ -27,6 +27,11 @@
  *         callback runs (it only notes that it ran), then the same message
  *         again; at most 30 s in all; <dispatches>: the callbacks that
  *         ran
+ *   am close [keep]               -> ok
+ *         closes the ep and the iface; the process lives on (only
+ *         "progress", "am stats" and "quit" make sense after it); keep:
+ *         another iface on the same device opened first and kept (as
+ *         another worker of the process would: pxn's inner iface stays)
  *   am stats                      -> am <received> <bad> <out of order>
  *                                    <bytes>
  *   am caps                       -> am <flags: 1 short, 2 bcopy> <max short>

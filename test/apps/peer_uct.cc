@@ -94,10 +94,23 @@ int open_peer(Peer &p, const char *md_name, const char *tl_name, const char *dev
     if (status != UCS_OK) {
         return fail("worker", status);
     }
-    uct_iface_config_t *config;
-    status = uct_md_iface_config_read(p.md, tl_name, NULL, NULL, &config);
+    status = open_iface(p, &p.iface);
     if (status != UCS_OK) {
-        return fail("uct_md_iface_config_read", status);
+        return fail("uct_iface_open", status);
+    }
+    uct_iface_query(p.iface, &p.attr);
+    uct_iface_progress_enable(p.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    return 0;
+}
+
+ucs_status_t open_iface(Peer &p, uct_iface_h *iface)
+{
+    const char *tl_name = p.tl_name.c_str(), *dev = p.dev.c_str();
+    uct_iface_config_t *config;
+    ucs_status_t status = uct_md_iface_config_read(p.md, tl_name, NULL, NULL,
+                                                   &config);
+    if (status != UCS_OK) {
+        return status;
     }
     uct_iface_params_t params   = {};
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
@@ -111,14 +124,9 @@ int open_peer(Peer &p, const char *md_name, const char *tl_name, const char *dev
     params.err_handler_flags    = 0; /* pxn calls it from progress */
     params.mode.device.tl_name  = tl_name;
     params.mode.device.dev_name = dev;
-    status = uct_iface_open(p.md, p.worker, &params, config, &p.iface);
+    status = uct_iface_open(p.md, p.worker, &params, config, iface);
     uct_config_release(config);
-    if (status != UCS_OK) {
-        return fail("uct_iface_open", status);
-    }
-    uct_iface_query(p.iface, &p.attr);
-    uct_iface_progress_enable(p.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-    return 0;
+    return status;
 }
 
 void close_peer(Peer &p)
@@ -133,7 +141,11 @@ void close_peer(Peer &p)
     for (auto &entry : p.buffers) {
         entry.second.release(p.md);
     }
-    uct_iface_close(p.iface);
+    for (uct_iface_h iface : {p.iface, p.spare}) {
+        if (iface != nullptr) { /* "am close" closes the first */
+            uct_iface_close(iface);
+        }
+    }
     uct_worker_destroy(p.worker);
     ucs_async_context_destroy(p.async);
     uct_md_close(p.md);

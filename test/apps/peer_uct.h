@@ -29,6 +29,8 @@ struct Peer {
     uct_md_h             md     = nullptr;
     uct_md_attr_t        md_attr{};
     uct_iface_h          iface  = nullptr;
+    uct_iface_h          spare  = nullptr; /* "am close keep": another iface
+                                              of the process on its device */
     uct_iface_attr_t     attr{};
     uct_ep_h             ep     = nullptr;
     std::map<unsigned, PeerBuffer> buffers{{0, PeerBuffer()}};
@@ -52,6 +54,8 @@ void progress(Peer &p);
 void destroy_ep(Peer &p);
 /* 0, or 1 with the reason on stderr. */
 int  open_peer(Peer &p, const char *md_name, const char *tl_name, const char *dev);
+/* Another iface like the peer's own (its md, worker, tl and device). */
+ucs_status_t open_iface(Peer &p, uct_iface_h *iface);
 /* Releases everything open_peer() and the commands made, in UCT's order. */
 void close_peer(Peer &p);
 

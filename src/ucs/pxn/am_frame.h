@@ -16,7 +16,10 @@
  *   kAmHello: an AmHello, then the relay port's inner device and iface
  *             addresses (u8 length, bytes, u8 length, bytes): a route
  *             announces itself and asks for credit;
- *   kAmGrant: an AmGrant: the target's credit for the route `source`.
+ *   kAmGrant: an AmGrant: the target's credit for the route `source`;
+ *             kAmGrantGone: the target iface closed (its process lives
+ *             on), the route's flow ends and what waits for its credit
+ *             fails.
  * Fields are in the byte order of the hosts (pxn's nodes share one
  * architecture). A frame is checked whole before anything in it is used
  * (read_am_frame()); a receiver counts and drops what fails.
@@ -83,6 +86,9 @@ struct AmHello {
 struct AmGrant {
     uint64_t granted;  /* credit granted to `source` since its hello, bytes */
 };
+/* AmGrant::granted of a flow whose target iface is gone: no later grant
+ * can exceed it, so a relay that took it keeps it. */
+constexpr uint64_t kAmGrantGone = UINT64_MAX;
 
 /* What a message of `length` payload bytes costs in credit: its place in
  * the target's inbox (am_inbox.h), header included. */

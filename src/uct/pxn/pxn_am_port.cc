@@ -49,8 +49,16 @@ void AmPort::detach(uint32_t cookie)
     if (it == sinks_.end()) {
         return;
     }
+    /* its sources' flows end at their relays (kAmGrantGone): a sender
+     * whose messages wait for credit from this iface fails instead of
+     * waiting for ever; the next pump() sends it */
     for (const auto &source : it->second.relays) {
-        owed_.erase(source.first);
+        try {
+            owed_[source.first] = Owed{kAmGrantGone, source.second};
+        } catch (const std::bad_alloc&) {
+            owed_.erase(source.first); /* its senders wait: logged once */
+            ucs_error("pxn: no memory to end an AM flow of a closed iface");
+        }
     }
     sinks_.erase(it);
 }

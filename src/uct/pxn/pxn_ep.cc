@@ -99,7 +99,13 @@ void Ep::transition(Event event, ucs_status_t status)
     case Event::kFailed:
         if (state_ != State::kFailed) {
             state_ = State::kFailed;
-            error_ = status;
+            /* A failed ep answers its error to every operation for ever, so
+             * it must be one: not a status that asks the caller to retry
+             * (a lane whose claim found the relay's lanes all taken fails
+             * with UCS_ERR_NO_RESOURCE, and a caller that retries on it
+             * would spin for ever). */
+            error_ = ((status == UCS_ERR_NO_RESOURCE) || !UCS_STATUS_IS_ERR(status)) ?
+                     UCS_ERR_UNREACHABLE : status;
             want_progress(); /* reported from iface progress */
         }
         return;

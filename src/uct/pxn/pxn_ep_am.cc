@@ -30,12 +30,26 @@ ucs_status_t check_am(uint8_t id, uint32_t cookie, size_t length, size_t max)
     if ((cookie == 0) || (max == 0)) {
         return UCS_ERR_UNSUPPORTED;
     }
-    if ((id >= kAmIdCount) || (length > max)) {
-        ucs_error("Invalid AM: id %u, length %zu (expected: id < %u, length "
-                  "<= %zu)", id, length, kAmIdCount, max);
+    /* UCT's own wording (UCT_CHECK_AM_ID, UCT_CHECK_LENGTH) */
+    if (id >= kAmIdCount) {
+        ucs_error("Invalid active message id %u (valid range: 0..%u)", id,
+                  kAmIdCount - 1);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (length > max) {
+        ucs_error("Invalid am length: %zu (expected: <= %zu)", length, max);
         return UCS_ERR_INVALID_PARAM;
     }
     return UCS_OK;
+}
+
+/* The message as UCT's AM tracer sees it (uct_iface_set_am_tracer), once
+ * staged: header and payload in one buffer. */
+void trace_am_send(uct_ep_h ep, uint8_t id, const void *data, size_t length)
+{
+    uct_iface_trace_am(ucs_derived_of(ep->iface, uct_base_iface_t),
+                       UCT_AM_TRACE_TYPE_SEND, id, data, length,
+                       "pxn ep %p: TX", ep);
 }
 
 } // namespace
@@ -71,6 +85,7 @@ ucs_status_t Ep::am_short_iov(uint8_t id, const uct_iov_t *iov, size_t iovcnt)
     status = lane_->stage_now(this, {abi::kOpAm, route_, 0,
                                      am_plan_address(am_cookie_, id), total},
                               &packed, [&](uint8_t *dest) {
+                                  uint8_t *const start = dest;
                                   for (size_t i = 0; i < iovcnt; ++i) {
                                       if (iov[i].length == 0) {
                                           continue; /* its buffer may be NULL */
@@ -85,6 +100,7 @@ ucs_status_t Ep::am_short_iov(uint8_t id, const uct_iov_t *iov, size_t iovcnt)
                                           dest += iov[i].length;
                                       }
                                   }
+                                  trace_am_send(self_, id, start, total);
                                   return ssize_t(total);
                               });
     ucs_trace_data("pxn ep %p: am_short_iov id %u %zu bytes: %s", this, id, total,
@@ -104,7 +120,9 @@ ssize_t Ep::am_bcopy(uint8_t id, uct_pack_callback_t pack, void *arg)
                                      am_plan_address(am_cookie_, id),
                                      hub_->max_am()},
                               &packed, [&](uint8_t *dest) {
-                                  return ssize_t(pack(dest, arg));
+                                  const size_t length = pack(dest, arg);
+                                  trace_am_send(self_, id, dest, length);
+                                  return ssize_t(length);
                               });
     ucs_trace_data("pxn ep %p: am_bcopy id %u %zu bytes: %s", this, id, packed,
                    ucs_status_string(status));

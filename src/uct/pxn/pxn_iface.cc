@@ -337,6 +337,8 @@ static unsigned uct_pxn_iface_progress_impl(uct_iface_h tl_iface)
     unsigned work          = iface->hub->progress();
     /* Active messages that relays forwarded here, to their handlers */
     work += iface->hub->drain_am(kAmBatch, [&](const pxn::AmInbox::Message &m) {
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, m.am_id,
+                           m.data, m.length, "pxn iface %p: RX", iface);
         const ucs_status_t status =
                 uct_iface_invoke_am(&iface->super, m.am_id,
                                     const_cast<void*>(m.data), m.length, 0);
@@ -626,6 +628,20 @@ UCS_CLASS_INIT_FUNC(uct_pxn_iface_t, uct_md_h tl_md, uct_worker_h worker,
         !(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
         ucs_error("pxn: only device open mode is supported");
         return UCS_ERR_UNSUPPORTED;
+    }
+
+    /* UCT's checks of the AM alignment parameters (pxn hands messages
+     * to handlers without descriptors: no alignment to keep) */
+    if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT) &&
+        (params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET)) {
+        ucs_error("pxn: alignment offset has no effect without alignment");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT) &&
+        !ucs_is_pow2(params->am_alignment)) {
+        ucs_error("pxn: AM alignment (%zu) must be a power of 2",
+                  params->am_alignment);
+        return UCS_ERR_INVALID_PARAM;
     }
 
     self->hub        = nullptr;

@@ -208,6 +208,7 @@ void Node::detach_inbox(Net *port, uint32_t cookie)
             p.am->detach(cookie);
         }
     }
+    engine_.wake(); /* it tells the relays (AmPort::pump) */
 }
 
 /* Caller holds mutex_. An inner md that has `device`, or nullptr. */

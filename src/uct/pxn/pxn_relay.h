@@ -286,7 +286,7 @@ private:
     struct AmFlow {
         uint64_t route_gen  = 0;
         uint64_t token      = 0;
-        uint64_t granted    = 0;
+        uint64_t granted    = 0; /* kAmGrantGone: the target iface closed */
         uint64_t sent       = 0;
         bool     hello_sent = false;
     };

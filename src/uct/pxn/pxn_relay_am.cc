@@ -73,6 +73,10 @@ void Relay::post_am(Piece &piece)
             piece.status = UCS_ERR_NO_MEMORY;
             break;
         }
+        if (flow->granted == kAmGrantGone) {
+            piece.status = UCS_ERR_UNREACHABLE; /* its target iface closed */
+            break;
+        }
         ucs_status_t status = UCS_OK;
         if (!flow->hello_sent) {
             uint8_t hello[sizeof(AmFrameHeader) + sizeof(AmHello) + 2 +

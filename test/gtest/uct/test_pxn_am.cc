@@ -183,6 +183,30 @@ TEST_F(PxnAm, TargetsOwnProgressReceivesWhileItsEngineThreadIsStopped)
     EXPECT_EQ(0u, n.at(2));
 }
 
+/* A relay whose lanes are all held by live senders refuses a new sender's
+ * claim: that sender's ep fails with UCS_ERR_UNREACHABLE, never with
+ * UCS_ERR_NO_RESOURCE, which asks the caller to retry (it would retry for
+ * ever: UCX's test_many2one_am did). */
+TEST_F(PxnAm, SenderThatFindsEveryLaneTakenFailsAndIsNotToldToRetry)
+{
+    const std::vector<std::string> one_lane = {"UCX_PXN_LANES=1"};
+    CrossRail c = cross_rail(4096, 1, one_lane);
+    ASSERT_NE(nullptr, c.sender);
+    ASSERT_EQ("ok", c.target->call("am listen"));
+    ASSERT_TRUE(c.target->send("serve"));
+    EXPECT_EQ("0", status_of(c.sender->call("am send short 5 1 8"))) << "holds the lane";
+    PeerProcess *second = tcp_peer(0, 2, one_lane);
+    ASSERT_NE(nullptr, second);
+    /* uct_ep_create waits for the relay's answer to the route (pxn_ep.h) */
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ("err Destination is unreachable",
+              second->call("connect " + c.t.dev + " " + c.t.iface, 30000));
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              pxn_test::scaled_s(5.0));
+    EXPECT_EQ("ok", c.target->call("stop"));
+    EXPECT_EQ(1u, stats(c.target).at(0));
+}
+
 /* Every message counted once where it passed: staged by the sender,
  * forwarded by the relay of rail 1 (the first message of a flow waits for
  * the target's first grant), handed to the target's handler. */

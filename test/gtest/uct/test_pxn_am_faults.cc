@@ -249,6 +249,41 @@ TEST_F(PxnAmFaults, TargetGoneWithMessagesQueuedFailsItsSenderAndTheRelayServesO
     EXPECT_EQ(1050u, expect_intact(healthy).messages);
 }
 
+/* A target that closes its iface and lives on with another (the process's
+ * inner tcp iface and connection stay up, so no transport error says it
+ * went): its port ends the flows
+ * into that iface at their relays (kAmGrantGone), and a sender whose
+ * messages wait for its credit fails in bounded time instead of waiting
+ * for ever (UCX's test_uct_peer_failure.purge_failed_peer hung there). */
+TEST_F(PxnAmFaults, TargetIfaceClosedInALiveProcessFailsItsSenderInsteadOfHanging)
+{
+    PeerProcess *relay  = tcp_peer(0, 1, kHeartbeatDecides);
+    PeerProcess *target = tcp_peer(1, 1);
+    PeerProcess *sender = tcp_peer(0, 0, kHeartbeatDecides);
+    ASSERT_TRUE(relay && target && sender);
+    const Target t = target_buffer(target, 4096);
+    ASSERT_EQ("ok", target->call("am listen"));
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    ASSERT_TRUE(target->send("serve"));
+    EXPECT_EQ(0, parse_sent(sender->call(am_send(3, 10))).status) << "the flow's grant";
+    ASSERT_EQ("ok", target->call("stop"));
+    ASSERT_EQ("ok", target->call("am close keep"));
+
+    /* More than one credit window: some messages must wait for a grant */
+    const auto start = std::chrono::steady_clock::now();
+    const std::string done = sender->call(am_send(3, 4 * kWindow), scaled_ms(20000));
+    ASSERT_FALSE(done.empty()) << "sender hung behind a closed iface";
+    EXPECT_EQ(int(UCS_ERR_UNREACHABLE), parse_sent(done).status) << done;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              scaled_s(5.0));
+    EXPECT_EQ("ok", sender->call("progress 100")); /* the handler's turn */
+    EXPECT_GE(ep_errors(sender), 1u) << "the ep's failure was not reported";
+    EXPECT_TRUE(wait_counters(0, relay, [](const auto &r) {
+        return r.relay.inflight == 0;
+    }, 5)) << "the relay still holds the sender's piece";
+    EXPECT_EQ("ok", target->call("progress 100")); /* still alive */
+}
+
 TEST_F(PxnAmFaults, MalformedAmPiecesAreRefusedAndTheRelayServesOthers)
 {
     CrossRail c = cross_rail(1 << 20, 47);
