@@ -9,8 +9,8 @@
 #   mps8m     ucx_pxn_ucp_bench --modes 8M --rounds 9 under CUDA MPS, engines
 #             base, cur, base, cur
 #   railonly  contrib/gpu/run.sh railonly (issue 32, 16 cores)
-#   ampoll    contrib/railonly.sh latency and nixl_notify, ranks bound, UCX_PXN_AM_POLL=n
-#             then y, twice; then unbound with y (gpu-carry: 8f6576a + AM_POLL)
+#   ampoll    contrib/railonly.sh latency (ranks bound) and nixl_notify,
+#             UCX_PXN_AM_POLL=n then y (gpu-carry: c038b68)
 set -u
 top=$PWD c=$top/gpu-carry k=$top/gpu-carry-kv out=${OUT:-$top/gpu-out}
 mkdir -p "$out" /tmp/pxn16
@@ -22,11 +22,11 @@ if [ "$1" = ampoll ]; then
     export LD_LIBRARY_PATH=$c/ucx/lib:$c/extra
     cp "$c/build/.libs/libuct_pxn.so.0.0.0" "$c/ucx/lib/ucx/libuct_pxn.so.0"
     cp "$c/build/.libs/libpxn_transport.so.0.0.0" "$c/ucx/lib/ucx/libpxn_transport.so.0"
-    for run in "n --bind" "y --bind" "n --bind" "y --bind" "y"; do
+    for run in "n --bind" "y --bind"; do
         set -- $run
         section "UCX_PXN_AM_POLL=$1 railonly.sh ${2:-}"
-        UCX_PXN_AM_POLL=$1 timeout 150 bash contrib/railonly.sh --tests tag_lat,ucp_am_lat,nixl_notify \
-            --sizes 8,1K,8K,64K ${2:-} 2>&1 | tee -a "$out/ampoll.txt"
+        UCX_PXN_AM_POLL=$1 timeout 100 bash contrib/railonly.sh --tests tag_lat,ucp_am_lat,nixl_notify \
+            --sizes 8,8K ${2:-} 2>&1 | tee -a "$out/ampoll.txt"
     done
     exit
 fi
