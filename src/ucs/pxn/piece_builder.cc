@@ -20,9 +20,10 @@ ucs_status_t PieceBuilder::init(const PlanLimits &limits)
     return UCS_OK;
 }
 
-void PieceBuilder::open(uint64_t seq, abi::Op op, uint32_t route)
+void PieceBuilder::open(uint64_t seq, abi::Op op, uint32_t route, uint64_t group)
 {
     open_   = true;
+    group_  = group;
     seq_    = seq;
     op_     = op;
     route_  = route;

@@ -5,7 +5,9 @@
  *
  * Contract
  * - A piece is one slot: at most slot_size bytes and max_plan plans, of one
- *   op (PUT or GET) and one route. Plans tile the slot: a plan's bytes sit
+ *   op (PUT, GET or AM), one route and one group (the caller's: an AM
+ *   piece's target iface, so that one gone target fails only its own
+ *   messages; 0 for PUT and GET). Plans tile the slot: a plan's bytes sit
  *   at the sum of the lengths of the plans before it (abi::Plan rule).
  * - fill() appends as much of an operation as the open piece takes, one
  *   plan per contiguous part (an operation's segment, or the part of it
@@ -85,15 +87,16 @@ public:
     ucs_status_t init(const PlanLimits &limits);
 
     bool     is_open() const { return open_; }
-    void     open(uint64_t seq, abi::Op op, uint32_t route);
+    void     open(uint64_t seq, abi::Op op, uint32_t route, uint64_t group = 0);
     /* Ends the open piece; its fields stay readable until the next open(). */
     void     close() { open_ = false; }
 
-    /* The open piece is of (op, route) and has room for `length` more bytes
-     * in one more plan. */
-    bool accepts(abi::Op op, uint32_t route, uint64_t length) const
+    /* The open piece is of (op, route, group) and has room for `length`
+     * more bytes in one more plan. */
+    bool accepts(abi::Op op, uint32_t route, uint64_t length,
+                 uint64_t group = 0) const
     {
-        return open_ && (op_ == op) && (route_ == route) &&
+        return open_ && (op_ == op) && (route_ == route) && (group_ == group) &&
                (length <= limits_.slot_size - length_) &&
                (count_ < limits_.max_plan);
     }
@@ -184,6 +187,7 @@ private:
     uint64_t               seq_    = 0;
     abi::Op                op_     = abi::kOpPut;
     uint32_t               route_  = 0;
+    uint64_t               group_  = 0;
     uint64_t               length_ = 0;
     uint32_t               count_  = 0;
 };

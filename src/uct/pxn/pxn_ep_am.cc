@@ -43,6 +43,16 @@ ucs_status_t check_am(uint8_t id, uint32_t cookie, size_t length, size_t max)
     return UCS_OK;
 }
 
+/* An active message's ImmediateOp: its piece holds messages for its
+ * target iface only (PieceBuilder's group), so that a target iface that
+ * goes fails no other iface's messages. */
+ImmediateOp am_op(uint32_t route, uint32_t cookie, uint8_t id, size_t length)
+{
+    ImmediateOp op{abi::kOpAm, route, 0, am_plan_address(cookie, id), length};
+    op.group = cookie;
+    return op;
+}
+
 /* The message as UCT's AM tracer sees it (uct_iface_set_am_tracer), once
  * staged: header and payload in one buffer. */
 void trace_am_send(uct_ep_h ep, uint8_t id, const void *data, size_t length)
@@ -82,9 +92,7 @@ ucs_status_t Ep::am_short_iov(uint8_t id, const uct_iov_t *iov, size_t iovcnt)
         return status;
     }
     size_t packed = 0;
-    status = lane_->stage_now(this, {abi::kOpAm, route_, 0,
-                                     am_plan_address(am_cookie_, id), total},
-                              &packed, [&](uint8_t *dest) {
+    status = lane_->stage_now(this, am_op(route_, am_cookie_, id, total), &packed, [&](uint8_t *dest) {
                                   uint8_t *const start = dest;
                                   for (size_t i = 0; i < iovcnt; ++i) {
                                       if (iov[i].length == 0) {
@@ -116,9 +124,7 @@ ssize_t Ep::am_bcopy(uint8_t id, uct_pack_callback_t pack, void *arg)
         return status;
     }
     size_t packed = 0;
-    status = lane_->stage_now(this, {abi::kOpAm, route_, 0,
-                                     am_plan_address(am_cookie_, id),
-                                     hub_->max_am()},
+    status = lane_->stage_now(this, am_op(route_, am_cookie_, id, hub_->max_am()),
                               &packed, [&](uint8_t *dest) {
                                   const size_t length = pack(dest, arg);
                                   trace_am_send(self_, id, dest, length);

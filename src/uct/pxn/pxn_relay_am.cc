@@ -74,7 +74,9 @@ void Relay::post_am(Piece &piece)
             break;
         }
         if (flow->granted == kAmGrantGone) {
-            piece.status = UCS_ERR_UNREACHABLE; /* its target iface closed */
+            /* its target iface closed (the piece's messages are all for
+             * it): as a connection that the peer closed */
+            piece.status = UCS_ERR_CONNECTION_RESET;
             break;
         }
         ucs_status_t status = UCS_OK;

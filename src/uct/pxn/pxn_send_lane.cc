@@ -249,7 +249,7 @@ void SendLane::drop_rkeys(uint64_t rkeys)
     }
 }
 
-bool SendLane::open_piece(abi::Op op, uint32_t route)
+bool SendLane::open_piece(abi::Op op, uint32_t route, uint64_t group)
 {
     if (builder_.is_open()) {
         publish();
@@ -273,7 +273,7 @@ bool SendLane::open_piece(abi::Op op, uint32_t route)
     }
     stall_since_ns_ = 0;
     open_since_ns_  = now_ns_;
-    builder_.open(seq, op, route);
+    builder_.open(seq, op, route, group);
     SlotRecord &record = open_record();
     record.op    = op;
     record.requests.clear();

@@ -133,6 +133,8 @@ struct ImmediateOp {
     uct_unpack_callback_t unpack = nullptr; /* non-packing kinds: gets the
                                                reply, with arg */
     void                 *arg    = nullptr;
+    uint64_t              group  = 0; /* PieceBuilder's: an AM's target
+                                         iface (its cookie) */
 };
 
 /* stage_now()'s pack for kinds that pack nothing: never called. */
@@ -268,7 +270,7 @@ private:
     /* The request ended: its completion waits for deliver(). */
     void         finish_request(SendRequest *req) { finished_.push_back(req); }
     unsigned     deliver();
-    bool         open_piece(abi::Op op, uint32_t route);
+    bool         open_piece(abi::Op op, uint32_t route, uint64_t group = 0);
     SlotRecord  &open_record()
     {
         return records_[slot_of(builder_.seq(), geometry_.slots)];
@@ -346,8 +348,8 @@ ucs_status_t SendLane::stage_now(SendOwner *owner, const ImmediateOp &op,
     }
     /* Queued operations go first; a new piece needs ring credit. */
     if (!queue_.empty() || (op.length > geometry_.slot_size) ||
-        (!builder_.accepts(op.op, op.route, op.length) &&
-         !open_piece(op.op, op.route))) {
+        (!builder_.accepts(op.op, op.route, op.length, op.group) &&
+         !open_piece(op.op, op.route, op.group))) {
         return UCS_ERR_NO_RESOURCE;
     }
     size_t bytes = op.length;

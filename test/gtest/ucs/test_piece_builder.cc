@@ -143,6 +143,21 @@ TEST(PieceBuilder, AcceptsOnlyTheOpenPiecesOpAndRoute)
     EXPECT_FALSE(b.accepts(abi::kOpPut, kRoute + 1, 100));
 }
 
+/* An AM piece holds the messages of one target iface (its group): one
+ * that goes fails no other's. */
+TEST(PieceBuilder, AcceptsOnlyTheOpenPiecesGroup)
+{
+    PieceBuilder b;
+    init_builder(&b, 4096, 8);
+    b.open(1, abi::kOpAm, kRoute, 7);
+    EXPECT_TRUE(b.accepts(abi::kOpAm, kRoute, 100, 7));
+    EXPECT_FALSE(b.accepts(abi::kOpAm, kRoute, 100, 8));
+    EXPECT_FALSE(b.accepts(abi::kOpAm, kRoute, 100));
+    b.open(2, abi::kOpPut, kRoute);
+    EXPECT_TRUE(b.accepts(abi::kOpPut, kRoute, 100));
+    EXPECT_FALSE(b.accepts(abi::kOpPut, kRoute, 100, 7));
+}
+
 TEST(PieceBuilder, AcceptsOnlyWhatFitsTheRoomLeft)
 {
     PieceBuilder b;
