@@ -107,7 +107,8 @@ ucs_status_t Ep::pending_add(uct_pending_req_t *req)
 
 bool Ep::needs_progress() const
 {
-    return !pending_.empty() || !direct_ops_.empty() ||
+    /* a failed ep's pending requests wait for uct_ep_pending_purge() */
+    return (!pending_.empty() && (state_ != State::kFailed)) || !direct_ops_.empty() ||
            ((state_ == State::kFailed) && !reported_) ||
            ((state_ == State::kRouted) && lane_->failed());
 }
@@ -151,8 +152,11 @@ unsigned Ep::progress_pending()
     }
     /* UCT's pending contract: UCS_OK done, UCS_INPROGRESS partly done (call
      * it again), UCS_ERR_NO_RESOURCE not now. A bounded number of rounds:
-     * the callbacks may post again and again. */
-    for (unsigned round = 0; (round < 1024) && !pending_.empty(); ++round) {
+     * the callbacks may post again and again. A failed ep dispatches none:
+     * they stay for the error handler's uct_ep_pending_purge() (a callback
+     * whose post failed would count as done, and its request be lost). */
+    for (unsigned round = 0; (state_ != State::kFailed) && (round < 1024) &&
+                             !pending_.empty(); ++round) {
         uct_pending_req_t *req = pending_.front();
         pending_.pop_front();
         dispatching_              = true;

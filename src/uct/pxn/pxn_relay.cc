@@ -351,7 +351,8 @@ void Relay::finish(Piece &piece)
         abi::bump(counters_->am_messages, piece.am_next);
         abi::bump(counters_->am_bytes, piece.am_offset);
     }
-    routes_->piece_finished(piece.route, status);
+    /* a piece for a closed target iface says nothing of its route */
+    routes_->piece_finished(piece.route, piece.am_closed ? UCS_OK : status);
     if ((status != UCS_OK) && !routes_->usable(piece.route)) {
         /* its target is gone or unreachable: the keys of its memory too */
         for (Lane &l : lanes_) {

@@ -187,6 +187,8 @@ private:
                                               AM message not yet sent */
         uint32_t           am_next   = 0; /* AM: next plan (message) */
         uint64_t           am_offset = 0; /* AM: its bytes in the slot */
+        bool               am_closed = false; /* AM: its target iface closed
+                                                 (the route is sound) */
         bool               am_waiting = false; /* AM: stopped for credit
                                                   (am_credit_waits counted) */
         bool               posting = false;

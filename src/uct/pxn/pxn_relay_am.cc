@@ -23,6 +23,7 @@ void Relay::forward_am(Lane &lane, Piece &piece)
     piece.am_next          = 0;
     piece.am_offset        = 0;
     piece.am_waiting       = false;
+    piece.am_closed        = false;
     piece.done.comp.status = UCS_OK;
     post_am(piece);
 }
@@ -75,8 +76,10 @@ void Relay::post_am(Piece &piece)
         }
         if (flow->granted == kAmGrantGone) {
             /* its target iface closed (the piece's messages are all for
-             * it): as a connection that the peer closed */
-            piece.status = UCS_ERR_CONNECTION_RESET;
+             * it): as a connection that the peer closed. The route, to
+             * the target's process, serves its other ifaces on. */
+            piece.status    = UCS_ERR_CONNECTION_RESET;
+            piece.am_closed = true;
             break;
         }
         ucs_status_t status = UCS_OK;
