@@ -229,6 +229,11 @@ setup_ns() {
     ns="$tag-tcp"
     ip netns add "$ns"
     ip -n "$ns" link set lo up
+    # Both rail addresses are local here, so their traffic goes over lo;
+    # at lo's MTU (65536) a receive window of a few KiB (many small
+    # messages) stalls a connection for a persist timeout (~200 ms) per
+    # window: give lo a NIC's MTU.
+    ip -n "$ns" link set lo mtu 1500
     # one veth pair: both ends have a carrier (no dummy module needed)
     ip -n "$ns" link add rail0 type veth peer name rail1
     ip -n "$ns" addr add 10.100.0.1/16 dev rail0
