@@ -197,7 +197,7 @@ TEST_F(PxnAm, SenderThatFindsEveryLaneTakenFailsAndIsNotToldToRetry)
     EXPECT_EQ("0", status_of(c.sender->call("am send short 5 1 8"))) << "holds the lane";
     PeerProcess *second = tcp_peer(0, 2, one_lane);
     ASSERT_NE(nullptr, second);
-    /* uct_ep_create waits for the relay's answer to the route (pxn_ep.h) */
+    /* "connect" flushes the new ep until its route is answered */
     const auto start = std::chrono::steady_clock::now();
     EXPECT_EQ("err Destination is unreachable",
               second->call("connect " + c.t.dev + " " + c.t.iface, 30000));
