@@ -33,12 +33,13 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" = 0 ] || { echo "mpi_check.sh: run as root (network namespaces)" >&2; exit 2; }
 
-bash "$top/contrib/build.sh"
+# shellcheck source=contrib/emulation.sh
+. "$top/contrib/emulation.sh"
+PXN_UCX_PREFIX= emu_ucx "$build" # this build's UCX: mpicc and the ranks need it
 if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
     echo "[mpi] installing Debian's Open MPI" >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q openmpi-bin libopenmpi-dev >/dev/null
 fi
-ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
 prog=$build/test/apps/mpi_rail_check
 if [ ! -x "$prog" ] || [ "$top/test/apps/mpi_rail_check.c" -nt "$prog" ]; then
     mkdir -p "$(dirname "$prog")"
@@ -46,17 +47,8 @@ if [ ! -x "$prog" ] || [ "$top/test/apps/mpi_rail_check.c" -nt "$prog" ]; then
 fi
 
 pfx=${PXN_TOPOLOGY_PREFIX:-pxn}
-T="$top/contrib/topology.sh"
-if bash "$T" status --prefix "$pfx" >/dev/null 2>&1; then topology_was_up=1; else topology_was_up=0; fi
-bash "$T" up --nodes 2 --rails 2 --prefix "$pfx" >&2
-work=$(mktemp -d /tmp/pxn-mpi.XXXXXX)
-pids=()
-finish() {
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    [ "$topology_was_up" = 1 ] || bash "$T" down --prefix "$pfx" >&2
-}
-trap finish EXIT
+emu_up mpi "$pfx"
+work=$log
 
 # mpirun's rsh agent: the "host" is a network namespace
 cat > "$work/netns_rsh" <<'EOF'
@@ -97,8 +89,6 @@ timeout 300 ip netns exec "$pfx-n0r0" mpirun --allow-run-as-root --oversubscribe
     --mca pml_ucx_tls any --mca pml_ucx_devices any \
     "$work/rank_env" "$prog" "$iters" > "$work/mpi.log" 2>&1 || status=$?
 grep -E '^(pingpong|verified)' "$work/mpi.log" || tail -n 15 "$work/mpi.log"
-for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-pids=()
+emu_stop
 grep -h 'relayed' "$work"/relay-*.log | sed 's/^/  /' || true
 exit "$status"

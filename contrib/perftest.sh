@@ -52,19 +52,10 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" = 0 ] || { echo "perftest.sh: run as root (network namespaces)" >&2; exit 2; }
 
-if [ -n "${PXN_UCX_PREFIX:-}" ]; then
-    ucx=$PXN_UCX_PREFIX
-else
-    bash "$top/contrib/build.sh"
-    ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
-fi
-# The namespaces go again at the end when this run brought them up.
-if bash "$top/contrib/topology.sh" status >/dev/null 2>&1; then
-    topology_was_up=1
-else
-    topology_was_up=0
-fi
-bash "$top/contrib/topology.sh" up --nodes 2 --rails 2 >&2
+# shellcheck source=contrib/emulation.sh
+. "$top/contrib/emulation.sh"
+emu_ucx "$build"
+emu_up perftest # the namespaces go again at the end when this run brought them up
 if [ -z "${PXN_UCX_PREFIX:-}" ] &&
    [ "$(sed -n 's/^PXN_MODULE_LOAD = //p' "$build/Makefile")" = preload ]; then
     # and the UCX's libraries for the module's own dependencies in every
@@ -73,18 +64,6 @@ if [ -z "${PXN_UCX_PREFIX:-}" ] &&
     export LD_PRELOAD="$(sed -n 's/^UCX_MODULEDIR = //p' "$build/Makefile")/libuct_pxn.so.0"
     export LD_LIBRARY_PATH="$ucx/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
-T="$top/contrib/topology.sh"
-log=$(mktemp -d /tmp/pxn-perftest.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-finish() {
-    cleanup
-    [ "$topology_was_up" = 1 ] || bash "$top/contrib/topology.sh" down >&2
-}
-trap finish EXIT
 
 # slot <node> <rail> <cmd...>: a process of that slot, pxn over cma
 slot() {
@@ -177,8 +156,7 @@ if [[ $test == *,* ]]; then
     done
     grep -hE 'ep_cfg\[|INFO +.* cfg#[0-9]+ ' "$log"/client-pxn-*.log |
         sed -E 's/.*(ep_cfg\[|INFO +)/cross-rail: \1/; s/INFO +//' | sort -u | head -3
-    cleanup
-    pids=()
+    emu_stop
     cat "$log/relay-n0r1.log" "$log/relay-n1r0.log" | grep stopped
     exit 0
 fi
@@ -217,6 +195,5 @@ fi
 # UCX 1.13: "ep_cfg[0]: rma(pxn/...)"; 1.14 on: "perftest inter-node cfg#0 rma(pxn/...)"
 grep -hE 'ep_cfg\[|INFO +.* cfg#[0-9]+ ' "$log"/client-pxn-*.log |
     sed -E 's/.*(ep_cfg\[|INFO +)/cross-rail: \1/; s/INFO +//' | sort -u | head -3
-cleanup
-pids=()
+emu_stop
 cat "$log/relay-n0r1.log" "$log/relay-n1r0.log" | grep stopped

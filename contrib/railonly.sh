@@ -47,33 +47,13 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" = 0 ] || { echo "railonly.sh: run as root (network namespaces)" >&2; exit 2; }
 
-if [ -n "${PXN_UCX_PREFIX:-}" ]; then
-    ucx=$PXN_UCX_PREFIX
-else
-    bash "$top/contrib/build.sh"
-    ucx=$(sed -n 's/^UCX_PREFIX = //p' "$build/Makefile")
-    if [[ ,$tests, == *,nixl_notify,* ]]; then
-        make -C "$build" test/apps/ucp_rma_check >/dev/null
-    fi
+# shellcheck source=contrib/emulation.sh
+. "$top/contrib/emulation.sh"
+emu_ucx "$build"
+if [ -z "${PXN_UCX_PREFIX:-}" ] && [[ ,$tests, == *,nixl_notify,* ]]; then
+    make -C "$build" test/apps/ucp_rma_check >/dev/null
 fi
-if bash "$top/contrib/topology.sh" status >/dev/null 2>&1; then
-    topology_was_up=1
-else
-    topology_was_up=0
-fi
-bash "$top/contrib/topology.sh" up --nodes 2 --rails 2 >&2
-T="$top/contrib/topology.sh"
-log=$(mktemp -d /tmp/pxn-railonly.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-finish() {
-    cleanup
-    [ "$topology_was_up" = 1 ] || bash "$T" down >&2
-}
-trap finish EXIT
+emu_up railonly
 
 # slot <node> <rail> <cmd...>: a process of that slot, its UCX on its rail
 slot() {
@@ -205,6 +185,5 @@ for test in ${tests//,/ }; do
     done
 done
 grep -h -m1 'ep_cfg\[' "$log"/client-pxn-*.log | sed -E 's/.*(ep_cfg\[)/cross-rail lanes: \1/' | sort -u
-cleanup
-pids=()
+emu_stop
 cat "$log/relay-n0r1.log" "$log/relay-n1r0.log" | grep -E 'relayed' || true
