@@ -229,6 +229,11 @@ public:
     bool     check_relay_alive(bool force = false);
 
 private:
+    /* Counters shared by the lanes of every worker of the process. */
+    static void count(uint64_t &counter, uint64_t by = 1)
+    {
+        __atomic_fetch_add(&counter, by, __ATOMIC_RELAXED);
+    }
     struct SlotRecord {
         abi::Op                   op;
         ucs_status_t              status; /* its completion's, once read */
