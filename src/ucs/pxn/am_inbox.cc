@@ -55,6 +55,7 @@ ucs_status_t AmInbox::hello(uint64_t source)
         it->second = Source{};
     }
     ++hellos_;
+    abi::store_relaxed(announced_, uint64_t(1));
     grant_due_ = true;
     return UCS_OK;
 }

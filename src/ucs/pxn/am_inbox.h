@@ -96,6 +96,10 @@ public:
         return true;
     }
 
+    /* Consumer: a source has announced itself (hello()), so messages may
+     * come: a hint, read relaxed. */
+    bool announced() const { return abi::load_relaxed(announced_) != 0; }
+
     /* Producer: grants() would give something (room came back or a source
      * is new). */
     bool grant_pending() const
@@ -137,6 +141,7 @@ private:
     bool     grant_due_       = false;
     uint64_t refused_         = 0;
     uint64_t hellos_          = 0;
+    uint64_t announced_       = 0; /* 1 from the first hello on, relaxed */
     uint64_t hellos_refused_  = 0;
     uint64_t grants_          = 0;
 

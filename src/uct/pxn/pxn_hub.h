@@ -78,8 +78,8 @@ public:
         if (inbox_ == nullptr) {
             return 0;
         }
-        if (settings().am_poll) {
-            receive_here();
+        if (settings().am_poll && inbox_->announced()) {
+            receive_here(); /* an iface no relay sends to makes no call */
         }
         const unsigned count = inbox_->drain(max, std::forward<Deliver>(deliver));
         if (count != 0) { /* one add per batch, as pieces on the sender */

@@ -235,8 +235,9 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
 
     {"AM_POLL", "y",
      "The application's progress of an iface that receives active messages\n"
-     "through relays also polls the inner transport for them, when the engine\n"
-     "thread is not polling it at that moment: a message then waits for no\n"
+     "through relays (once a relay announced a flow to it) also polls the\n"
+     "inner transport for them, when the engine thread is not polling it at\n"
+     "that moment: a message then waits for no\n"
      "engine thread to be scheduled (one that shares a core with a busy-polling\n"
      "rank waits for it). 'n': only the engine thread receives them, and the\n"
      "application's progress makes no system call for them.",

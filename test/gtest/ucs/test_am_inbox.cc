@@ -43,6 +43,22 @@ TEST(AmInbox, ASourceHasNoCreditUntilItsHelloIsGranted)
     EXPECT_EQ(2u, inbox.counters().refused);
 }
 
+/* What the iface's progress asks before it polls the port for messages
+ * (UCX_PXN_AM_POLL): nothing comes before a source's hello. */
+TEST(AmInbox, IsAnnouncedFromTheFirstHelloOn)
+{
+    AmInbox inbox;
+    ASSERT_EQ(UCS_OK, inbox.init(4096, 256, 1024, 1));
+    const auto p = payload(8, 1);
+    EXPECT_FALSE(inbox.announced());
+    EXPECT_EQ(UCS_ERR_NO_ELEM, inbox.push(7, 1, p.data(), 8));
+    EXPECT_FALSE(inbox.announced()) << "a push of an unknown source";
+    ASSERT_EQ(UCS_OK, inbox.hello(7));
+    EXPECT_TRUE(inbox.announced());
+    EXPECT_EQ(UCS_ERR_EXCEEDS_LIMIT, inbox.hello(8));
+    EXPECT_TRUE(inbox.announced());
+}
+
 TEST(AmInbox, MessagesComeOutInPushOrderIntact)
 {
     AmInbox inbox;
