@@ -23,6 +23,10 @@ check() { # build directory
             echo "==== $log"; tail -n 200 "$log"
         done
         tail -n 40 check.out
+        # last, where a CI page's tail shows it: which tests failed, and how
+        echo "==== failed tests (${1##*/})"
+        grep -hE '^\[  FAILED  \] .+ \([0-9]+ ms\)$' test/gtest/*.log || true
+        grep -hA4 ': Failure$' test/gtest/*.log | head -n 40 || true
         exit 1
     fi
     grep -HE '^\[  (PASSED|SKIPPED|FAILED) +\] [0-9]' test/gtest/*.log || true

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 namespace pxn_tools {
@@ -67,6 +68,24 @@ size_t pack(void *dest, void *arg)
     return p->bytes;
 }
 
+/* An am_zcopy's buffers and completion: kept until the send's flush (UCT:
+ * the buffers stay valid until the completion). */
+struct Zcopy {
+    uct_completion_t comp;
+    uint64_t         header;
+    std::vector<uint8_t> payload;
+    bool             posted;
+    bool             completed;
+    ucs_status_t     status;
+};
+
+void zcopy_completed(uct_completion_t *comp)
+{
+    Zcopy *z     = ucs_container_of(comp, Zcopy, comp);
+    z->completed = true;
+    z->status    = comp->status;
+}
+
 /* What "am send" does when a message gets UCS_ERR_NO_RESOURCE. */
 enum class OnBusy { kRetry, kStop, kPending };
 
@@ -85,7 +104,8 @@ std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
                  size_t bytes, OnBusy on_busy, uint64_t max_busy)
 {
     if ((p.ep == nullptr) || (bytes < sizeof(uint64_t)) || (id >= UCT_AM_ID_MAX) ||
-        ((kind != "short") && (kind != "iov") && (kind != "bcopy"))) {
+        ((kind != "short") && (kind != "iov") && (kind != "bcopy") &&
+         (kind != "zcopy"))) {
         return "err " + std::to_string(int(UCS_ERR_INVALID_PARAM));
     }
     std::vector<uint8_t> payload(bytes);
@@ -98,6 +118,7 @@ std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
     Waiter waiter{};
     const unsigned errors = p.ep_errors; /* the handler's calls before */
     uint64_t &number    = g_next_number[id];
+    std::deque<Zcopy> zcopies;
     while ((sent < count) && (status == UCS_OK)) {
         fill(payload.data(), number, bytes);
         uint64_t header;
@@ -118,6 +139,28 @@ std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
             posted = post_op([&] {
                 return uct_ep_am_short_iov(p.ep, uint8_t(id), iov, 2);
             });
+        } else if (kind == "zcopy") {
+            /* the number as the header, the pattern in two elements */
+            if (zcopies.empty() || zcopies.back().posted) {
+                zcopies.emplace_back(); /* else a retry of the last one */
+            }
+            Zcopy &z = zcopies.back();
+            z.comp   = {zcopy_completed, 1, UCS_OK};
+            z.header = header;
+            z.payload.assign(payload.begin() + sizeof(header), payload.end());
+            z.completed   = false;
+            z.status      = UCS_OK;
+            const size_t half = z.payload.size() / 2;
+            uct_iov_t iov[2]  = {{z.payload.data(), half, nullptr, 0, 1},
+                                 {z.payload.data() + half, z.payload.size() - half,
+                                  nullptr, 0, 1}};
+            posted = post_op([&] {
+                return uct_ep_am_zcopy(p.ep, uint8_t(id), &z.header,
+                                       sizeof(z.header), iov, 2, 0, &z.comp);
+            });
+            z.posted = (posted == UCS_INPROGRESS) || (posted == UCS_OK);
+            z.completed |= (posted == UCS_OK); /* UCT: done, no callback */
+            posted       = z.posted ? UCS_OK : posted;
         } else {
             const ssize_t packed = post_op([&] {
                 return uct_ep_am_bcopy(p.ep, uint8_t(id), pack, &arg, 0);
@@ -165,6 +208,12 @@ std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
     }
     if ((status == UCS_OK) && (on_busy != OnBusy::kStop)) {
         status = wait_connected(p); /* flushes until the ep is idle */
+    }
+    for (const Zcopy &z : zcopies) { /* each completed, once, after a flush */
+        if ((status == UCS_OK) && z.posted &&
+            (!z.completed || (z.status != UCS_OK))) {
+            status = z.completed ? z.status : UCS_ERR_NO_PROGRESS;
+        }
     }
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                             std::chrono::steady_clock::now() - start).count();
@@ -233,9 +282,13 @@ std::string am_command(Peer &p, std::istringstream &in)
     if (what == "caps") {
         const uint64_t f = p.attr.cap.flags;
         return "am " + std::to_string(((f & UCT_IFACE_FLAG_AM_SHORT) ? 1 : 0) |
-                                      ((f & UCT_IFACE_FLAG_AM_BCOPY) ? 2 : 0)) +
+                                      ((f & UCT_IFACE_FLAG_AM_BCOPY) ? 2 : 0) |
+                                      ((f & UCT_IFACE_FLAG_AM_ZCOPY) ? 4 : 0)) +
                " " + std::to_string(p.attr.cap.am.max_short) + " " +
-               std::to_string(p.attr.cap.am.max_bcopy);
+               std::to_string(p.attr.cap.am.max_bcopy) + " " +
+               std::to_string(p.attr.cap.am.max_zcopy) + " " +
+               std::to_string(p.attr.cap.am.max_hdr) + " " +
+               std::to_string(p.attr.cap.am.max_iov);
     }
     return "err unknown am command";
 }

@@ -7,11 +7,14 @@
  *         it is given: the first 8 bytes are the message's number (0, 1, ...
  *         per id), the rest a pattern of that number (am_short's 8-byte
  *         header is the number itself)
- *   am send <short|iov|bcopy> <id> <count> <bytes>
+ *   am send <short|iov|bcopy|zcopy> <id> <count> <bytes>
  *           [nopending | pending | busy <n>]
  *                                 -> done <status> <ns> <sent> [<dispatches>]
  *         <count> messages of <bytes> (>= 8) on handler <id> (iov:
- *         am_short_iov of two elements), numbered per id (0, 1, ...
+ *         am_short_iov of two elements; zcopy: am_zcopy of an 8-byte
+ *         header and two elements, each done at once (UCS_OK) or with a
+ *         completion that must have run with UCS_OK by the end; buffers
+ *         kept until then), numbered per id (0, 1, ...
  *         on from where the last "am send" on that id stopped), each posted
  *         again after progress while UCS_ERR_NO_RESOURCE (at most 10 s in
  *         all), then a flush. The status: the first error of a post or
@@ -34,8 +37,9 @@
  *         another worker of the process would: pxn's inner iface stays)
  *   am stats                      -> am <received> <bad> <out of order>
  *                                    <bytes>
- *   am caps                       -> am <flags: 1 short, 2 bcopy> <max short>
- *                                    <max bcopy>
+ *   am caps                       -> am <flags: 1 short, 2 bcopy, 4 zcopy>
+ *                                    <max short> <max bcopy> <max zcopy>
+ *                                    <max hdr> <max iov>
  */
 #ifndef PXN_TOOLS_PEER_AM_H_
 #define PXN_TOOLS_PEER_AM_H_

@@ -99,11 +99,24 @@ public:
                            uct_rkey_t rkey, uct_completion_t *comp);
     /* Active messages (pxn_ep_am.cc): one message each, staged in the call
      * as a plan of an AM piece (am_frame.h), to the peer iface's handler
-     * `id`; order, completion and failure as put_short/put_bcopy. */
+     * `id`; order, completion and failure as put_short/put_bcopy. am_zcopy
+     * copies too, and so is done (UCS_OK, comp unused) once staged; its
+     * message is the header (host memory, at most kAmMaxHeader bytes) and
+     * the payload (host or GPU memory, at most am_max_zcopy(), kAmMaxIov
+     * elements). */
+    static constexpr size_t kAmMaxHeader = 128;
+    static constexpr size_t kAmMaxIov    = 16;
+    static size_t am_max_zcopy(size_t max_am)
+    {
+        return (max_am > kAmMaxHeader) ? (max_am - kAmMaxHeader) : 0;
+    }
     ucs_status_t am_short(uint8_t id, uint64_t header, const void *payload,
                           unsigned length);
     ucs_status_t am_short_iov(uint8_t id, const uct_iov_t *iov, size_t iovcnt);
     ssize_t      am_bcopy(uint8_t id, uct_pack_callback_t pack, void *arg);
+    ucs_status_t am_zcopy(uint8_t id, const void *header,
+                          unsigned header_length, const uct_iov_t *iov,
+                          size_t iovcnt);
     ucs_status_t zcopy(abi::Op op, const uct_iov_t *iov, size_t iovcnt,
                        uint64_t remote_addr, uct_rkey_t rkey,
                        uct_completion_t *comp);
@@ -375,6 +388,10 @@ ucs_status_t uct_pxn_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
 ssize_t      uct_pxn_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                                  uct_pack_callback_t pack, void *arg,
                                  unsigned flags) noexcept;
+ucs_status_t uct_pxn_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
+                                 unsigned header_length, const uct_iov_t *iov,
+                                 size_t iovcnt, unsigned flags,
+                                 uct_completion_t *comp) noexcept;
 ucs_status_t uct_pxn_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                   size_t iovcnt, uint64_t remote_addr,
                                   uct_rkey_t rkey, uct_completion_t *comp) noexcept;

@@ -1,12 +1,13 @@
 /*
- * An ep's active messages: am_short and am_bcopy to a peer on another rail,
- * staged in the call into the lane of the relay of the peer's rail as
- * plans of an AM piece (am_frame.h), forwarded by that relay to the peer
+ * An ep's active messages: am_short, am_bcopy and am_zcopy to a peer on
+ * another rail, staged in the call into the lane of the relay of the
+ * peer's rail as plans of an AM piece (am_frame.h), forwarded by that relay to the peer
  * iface's port within the credit its inbox grants (pxn_relay_am.cc,
  * pxn_am_port.h) and handed to its handler by its progress.
  */
 #include "pxn_ep.h"
 
+#include "pxn_cuda.h"
 #include "pxn_entry.h"
 #include "pxn_hub.h"
 #include "pxn_send_lane.h"
@@ -38,6 +39,67 @@ ucs_status_t check_am(uint8_t id, uint32_t cookie, size_t length, size_t max)
     }
     if (length > max) {
         ucs_error("Invalid am length: %zu (expected: <= %zu)", length, max);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+}
+
+size_t iov_length(const uct_iov_t *iov, size_t iovcnt)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        total += iov[i].length * std::max<size_t>(iov[i].count, 1);
+    }
+    return total;
+}
+
+ucs_status_t copy_host(void *dest, const void *src, size_t length)
+{
+    std::memcpy(dest, src, length);
+    return UCS_OK;
+}
+
+/* Writes the elements of a UCT iov (each `count` times at `stride`) one
+ * after another at dest with `copy`; the first error it returns. */
+template<typename Copy>
+ucs_status_t pack_iov(uint8_t *dest, const uct_iov_t *iov, size_t iovcnt,
+                      Copy &&copy)
+{
+    for (size_t i = 0; i < iovcnt; ++i) {
+        if (iov[i].length == 0) {
+            continue; /* its buffer may be NULL */
+        }
+        const auto *src = static_cast<const uint8_t*>(iov[i].buffer);
+        for (unsigned c = 0; c < std::max<unsigned>(iov[i].count, 1); ++c) {
+            const ucs_status_t status = copy(dest, src + c * iov[i].stride,
+                                             iov[i].length);
+            if (status != UCS_OK) {
+                return status;
+            }
+            dest += iov[i].length;
+        }
+    }
+    return UCS_OK;
+}
+
+/* am_zcopy's limits as the iface gives them (max_hdr, max_zcopy,
+ * max_iov), in UCT's wording (UCT_CHECK_LENGTH, UCT_CHECK_IOV_SIZE). */
+ucs_status_t check_am_zcopy(size_t header_length, size_t payload,
+                            size_t iovcnt, size_t max_zcopy)
+{
+    if (header_length > Ep::kAmMaxHeader) {
+        ucs_error("Invalid am_zcopy header length: %zu (expected: <= %zu)",
+                  header_length, Ep::kAmMaxHeader);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (payload > max_zcopy) {
+        ucs_error("Invalid am_zcopy length: %zu (expected: <= %zu)", payload,
+                  max_zcopy);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (iovcnt > Ep::kAmMaxIov) {
+        ucs_error("iovcnt(%zu) should be limited by %zu in am_zcopy", iovcnt,
+                  Ep::kAmMaxIov);
         return UCS_ERR_INVALID_PARAM;
     }
     return UCS_OK;
@@ -82,37 +144,57 @@ ucs_status_t Ep::am_short(uint8_t id, uint64_t header, const void *payload,
 
 ucs_status_t Ep::am_short_iov(uint8_t id, const uct_iov_t *iov, size_t iovcnt)
 {
-    size_t total = 0;
-    for (size_t i = 0; i < iovcnt; ++i) {
-        total += iov[i].length * std::max<size_t>(iov[i].count, 1);
-    }
+    const size_t total  = iov_length(iov, iovcnt);
     ucs_status_t status = admit_am(id, total,
                                    std::min(hub_->max_am(), hub_->max_short()));
     if (status != UCS_OK) {
         return status;
     }
     size_t packed = 0;
-    status = lane_->stage_now(this, am_op(route_, am_cookie_, id, total), &packed, [&](uint8_t *dest) {
-                                  uint8_t *const start = dest;
-                                  for (size_t i = 0; i < iovcnt; ++i) {
-                                      if (iov[i].length == 0) {
-                                          continue; /* its buffer may be NULL */
-                                      }
-                                      const auto *src = static_cast<const uint8_t*>(
-                                              iov[i].buffer);
-                                      for (unsigned c = 0;
-                                           c < std::max<unsigned>(iov[i].count, 1);
-                                           ++c) {
-                                          std::memcpy(dest, src + c * iov[i].stride,
-                                                      iov[i].length);
-                                          dest += iov[i].length;
-                                      }
-                                  }
-                                  trace_am_send(self_, id, start, total);
+    status = lane_->stage_now(this, am_op(route_, am_cookie_, id, total), &packed,
+                              [&](uint8_t *dest) {
+                                  pack_iov(dest, iov, iovcnt, copy_host);
+                                  trace_am_send(self_, id, dest, total);
                                   return ssize_t(total);
                               });
     ucs_trace_data("pxn ep %p: am_short_iov id %u %zu bytes: %s", this, id, total,
                    ucs_status_string(status));
+    issued_ += (status == UCS_OK);
+    return status;
+}
+
+ucs_status_t Ep::am_zcopy(uint8_t id, const void *header, unsigned header_length,
+                          const uct_iov_t *iov, size_t iovcnt)
+{
+    const size_t payload = iov_length(iov, iovcnt);
+    const size_t total   = header_length + payload;
+    ucs_status_t status  = check_am_zcopy(header_length, payload, iovcnt,
+                                          Ep::am_max_zcopy(hub_->max_am()));
+    if (status == UCS_OK) {
+        status = admit_am(id, total, hub_->max_am());
+    }
+    if (status != UCS_OK) {
+        return status;
+    }
+    size_t packed = 0;
+    status = lane_->stage_now(this, am_op(route_, am_cookie_, id, total),
+                              &packed, [&](uint8_t *dest) {
+        /* the header is host memory (UCT's rule); the payload may be GPU
+         * memory that this process's md registered */
+        std::memcpy(dest, header, header_length);
+        const ucs_status_t copied = pack_iov(dest + header_length, iov, iovcnt,
+                                             copy_to_host);
+        if (copied != UCS_OK) {
+            return ssize_t(copied);
+        }
+        trace_am_send(self_, id, dest, total);
+        return ssize_t(total);
+    });
+    ucs_trace_data("pxn ep %p: am_zcopy id %u %zu bytes: %s", this, id, total,
+                   ucs_status_string(status));
+    /* UCS_OK once staged, as am_bcopy: the caller's buffers are free again
+     * (UCT's "completed", comp not called; tcp's am_zcopy does the same
+     * when its bytes left at once) */
     issued_ += (status == UCS_OK);
     return status;
 }
@@ -167,5 +249,16 @@ ssize_t uct_pxn_ep_am_bcopy(uct_ep_h ep, uint8_t id, uct_pack_callback_t pack,
 {
     return uct_pxn_entry("uct_ep_am_bcopy", [&] {
         return ucs_derived_of(ep, uct_pxn_ep_t)->impl->am_bcopy(id, pack, arg);
+    });
+}
+
+ucs_status_t uct_pxn_ep_am_zcopy(uct_ep_h ep, uint8_t id, const void *header,
+                                 unsigned header_length, const uct_iov_t *iov,
+                                 size_t iovcnt, unsigned,
+                                 uct_completion_t *) noexcept
+{
+    return uct_pxn_entry("uct_ep_am_zcopy", [&] {
+        return ucs_derived_of(ep, uct_pxn_ep_t)->impl->am_zcopy(
+                id, header, header_length, iov, iovcnt);
     });
 }

@@ -116,15 +116,15 @@ static ucs_status_t uct_pxn_iface_query(uct_iface_h tl_iface,
     if ((hub->max_am() != 0) && to_iface) {
         /* through relays; UCT's sync callbacks, from iface progress */
         attr->cap.flags |= UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
-                           UCT_IFACE_FLAG_CB_SYNC;
+                           UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_CB_SYNC;
         attr->cap.am.max_short       = std::min(hub->max_am(), hub->max_short());
         attr->cap.am.max_bcopy       = hub->max_am();
         attr->cap.am.min_zcopy       = 0;
-        attr->cap.am.max_zcopy       = 0;
+        attr->cap.am.max_zcopy       = pxn::uct::Ep::am_max_zcopy(hub->max_am());
         attr->cap.am.opt_zcopy_align = 1;
         attr->cap.am.align_mtu       = 1;
-        attr->cap.am.max_hdr         = 0;
-        attr->cap.am.max_iov         = 1;
+        attr->cap.am.max_hdr         = pxn::uct::Ep::kAmMaxHeader;
+        attr->cap.am.max_iov         = pxn::uct::Ep::kAmMaxIov;
     }
     attr->device_addr_len = hub->device_address().packed_size();
     attr->iface_addr_len  = to_iface ?
@@ -378,6 +378,7 @@ static uct_iface_ops_t *uct_pxn_iface_ops()
         o.ep_am_short              = uct_pxn_ep_am_short;
         o.ep_am_short_iov          = uct_pxn_ep_am_short_iov;
         o.ep_am_bcopy              = uct_pxn_ep_am_bcopy;
+        o.ep_am_zcopy              = uct_pxn_ep_am_zcopy;
         o.ep_put_bcopy             = uct_pxn_ep_put_bcopy;
         o.ep_put_zcopy             = uct_pxn_ep_put_zcopy;
         o.ep_get_bcopy             = uct_pxn_ep_get_bcopy;

@@ -104,6 +104,16 @@ ucs_status_t UctNet::open(const InnerMd &md, const std::string &tl_name,
      * network inside its engine's lock. Other transports have no such
      * setting, and the error is the answer. */
     uct_config_modify(config, "CONN_NB", "y");
+    /* tcp's active messages are at most a send segment (8 KiB by default),
+     * less than UCP's 8 KiB eager messages with their headers: pxn's frames
+     * would split them in two through the relay. Unless the user sized it,
+     * a send segment as large as a receive segment (64 KiB by default), the
+     * largest a peer with the same settings takes. */
+    char rx_seg[32];
+    if ((tl_name == "tcp") && (getenv("UCX_TCP_TX_SEG_SIZE") == nullptr) &&
+        (uct_config_get(config, "RX_SEG_SIZE", rx_seg, sizeof(rx_seg)) == UCS_OK)) {
+        uct_config_modify(config, "TX_SEG_SIZE", rx_seg);
+    }
     uct_iface_params_t params   = {};
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
                                   UCT_IFACE_PARAM_FIELD_DEVICE |

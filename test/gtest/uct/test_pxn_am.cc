@@ -104,21 +104,36 @@ protected:
     }
 };
 
-TEST_F(PxnAm, IfaceOffersShortAndBcopyMessagesWithTruthfulLimits)
+TEST_F(PxnAm, IfaceOffersShortBcopyAndZcopyMessagesWithTruthfulLimits)
 {
     CrossRail c = cross_rail(4096, 1);
     ASSERT_NE(nullptr, c.sender);
     const auto caps = split(c.sender->call("am caps"));
-    ASSERT_EQ(4u, caps.size());
-    EXPECT_EQ("3", caps[1]);                  /* short and bcopy */
-    EXPECT_LE(std::stoul(caps[2]), 1024u);    /* staged in the call */
-    /* inner tcp's am_bcopy (8 KiB segments) less pxn's frame header */
-    EXPECT_GT(std::stoul(caps[3]), 4096u);
-    EXPECT_LT(std::stoul(caps[3]), 8192u);
-    /* one byte more than the limit is the caller's error */
+    ASSERT_EQ(7u, caps.size());
+    EXPECT_EQ("7", caps[1]);                  /* short, bcopy and zcopy */
+    const size_t max_short = std::stoul(caps[2]);
+    const size_t max_bcopy = std::stoul(caps[3]);
+    const size_t max_zcopy = std::stoul(caps[4]);
+    const size_t max_hdr   = std::stoul(caps[5]);
+    EXPECT_LE(max_short, 1024u);              /* staged in the call */
+    /* inner tcp's am_bcopy less pxn's frame header: pxn sizes tcp's send
+     * segments as its receive segments (64 KiB), so UCP's 8 KiB eager
+     * messages with their headers go as one message */
+    EXPECT_GT(max_bcopy, 8192u + 64);
+    EXPECT_LT(max_bcopy, 65536u);
+    /* a zcopy's header and payload are one message */
+    EXPECT_GE(max_hdr, 64u);
+    EXPECT_EQ(max_bcopy, max_zcopy + max_hdr);
+    EXPECT_GE(std::stoul(caps[6]), 2u);
+    /* one byte more than a limit is the caller's error */
     EXPECT_EQ("0", status_of(c.sender->call("am send short 0 1 " + caps[2])));
     EXPECT_NE("0", status_of(c.sender->call(
-                      "am send short 0 1 " + std::to_string(std::stoul(caps[2]) + 1))));
+                      "am send short 0 1 " + std::to_string(max_short + 1))));
+    /* "am send zcopy" sends an 8-byte header and <bytes> - 8 of payload */
+    EXPECT_EQ("0", status_of(c.sender->call(
+                      "am send zcopy 1 1 " + std::to_string(max_zcopy + 8))));
+    EXPECT_NE("0", status_of(c.sender->call(
+                      "am send zcopy 1 1 " + std::to_string(max_zcopy + 9))));
 }
 
 TEST_F(PxnAm, MessagesReachTheTargetsHandlersIntactAndInOrder)
@@ -131,13 +146,16 @@ TEST_F(PxnAm, MessagesReachTheTargetsHandlersIntactAndInOrder)
     EXPECT_EQ("0", status_of(c.sender->call("am send bcopy 7 20 4000")));
     EXPECT_EQ("0", status_of(c.sender->call("am send bcopy 31 10 8")));
     EXPECT_EQ("0", status_of(c.sender->call("am send iov 9 30 300")));
+    EXPECT_EQ("0", status_of(c.sender->call("am send zcopy 9 20 5000")));
+    EXPECT_EQ("0", status_of(c.sender->call("am send zcopy 12 5 8")));
     EXPECT_EQ("ok", c.target->call("progress 500"));
     const auto n = stats(c.target);
     ASSERT_EQ(4u, n.size());
-    EXPECT_EQ(160u, n[0]);
+    EXPECT_EQ(185u, n[0]);
     EXPECT_EQ(0u, n[1]) << "corrupted messages";
     EXPECT_EQ(0u, n[2]) << "messages out of order";
-    EXPECT_EQ(100u * 200 + 20 * 4000 + 10 * 8 + 30 * 300, n[3]);
+    EXPECT_EQ(100u * 200 + 20 * 4000 + 10 * 8 + 30 * 300 + 20 * 5000 + 5 * 8,
+              n[3]);
 }
 
 TEST_F(PxnAm, ManyMoreMessagesThanOneCreditWindowAllArrive)
