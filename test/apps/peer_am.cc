@@ -74,6 +74,7 @@ struct Zcopy {
     uct_completion_t comp;
     uint64_t         header;
     std::vector<uint8_t> payload;
+    PeerBuffer       gpu; /* zcopy-cuda: the payload in GPU memory */
     bool             posted;
     bool             completed;
     ucs_status_t     status;
@@ -105,7 +106,7 @@ std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
 {
     if ((p.ep == nullptr) || (bytes < sizeof(uint64_t)) || (id >= UCT_AM_ID_MAX) ||
         ((kind != "short") && (kind != "iov") && (kind != "bcopy") &&
-         (kind != "zcopy"))) {
+         (kind != "zcopy") && (kind != "zcopy-cuda"))) {
         return "err " + std::to_string(int(UCS_ERR_INVALID_PARAM));
     }
     std::vector<uint8_t> payload(bytes);
@@ -139,7 +140,7 @@ std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
             posted = post_op([&] {
                 return uct_ep_am_short_iov(p.ep, uint8_t(id), iov, 2);
             });
-        } else if (kind == "zcopy") {
+        } else if (kind.rfind("zcopy", 0) == 0) {
             /* the number as the header, the pattern in two elements */
             if (zcopies.empty() || zcopies.back().posted) {
                 zcopies.emplace_back(); /* else a retry of the last one */
@@ -150,10 +151,21 @@ std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
             z.payload.assign(payload.begin() + sizeof(header), payload.end());
             z.completed   = false;
             z.status      = UCS_OK;
+            uint8_t *data = z.payload.data();
+            if (kind == "zcopy-cuda") {
+                const std::string alloc = z.gpu.alloc(p.md, p.md_attr,
+                                                      z.payload.size(), true);
+                if (alloc.rfind("alloc", 0) != 0) {
+                    status = UCS_ERR_NO_MEMORY;
+                    break;
+                }
+                z.gpu.load(z.payload.data(), z.payload.size());
+                data = z.gpu.data();
+            }
             const size_t half = z.payload.size() / 2;
-            uct_iov_t iov[2]  = {{z.payload.data(), half, nullptr, 0, 1},
-                                 {z.payload.data() + half, z.payload.size() - half,
-                                  nullptr, 0, 1}};
+            uct_iov_t iov[2]  = {{data, half, z.gpu.memh(), 0, 1},
+                                 {data + half, z.payload.size() - half,
+                                  z.gpu.memh(), 0, 1}};
             posted = post_op([&] {
                 return uct_ep_am_zcopy(p.ep, uint8_t(id), &z.header,
                                        sizeof(z.header), iov, 2, 0, &z.comp);
@@ -209,11 +221,12 @@ std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
     if ((status == UCS_OK) && (on_busy != OnBusy::kStop)) {
         status = wait_connected(p); /* flushes until the ep is idle */
     }
-    for (const Zcopy &z : zcopies) { /* each completed, once, after a flush */
+    for (Zcopy &z : zcopies) { /* each completed, once, after a flush */
         if ((status == UCS_OK) && z.posted &&
             (!z.completed || (z.status != UCS_OK))) {
             status = z.completed ? z.status : UCS_ERR_NO_PROGRESS;
         }
+        z.gpu.release(p.md);
     }
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                             std::chrono::steady_clock::now() - start).count();

@@ -7,14 +7,15 @@
  *         it is given: the first 8 bytes are the message's number (0, 1, ...
  *         per id), the rest a pattern of that number (am_short's 8-byte
  *         header is the number itself)
- *   am send <short|iov|bcopy|zcopy> <id> <count> <bytes>
+ *   am send <short|iov|bcopy|zcopy|zcopy-cuda> <id> <count> <bytes>
  *           [nopending | pending | busy <n>]
  *                                 -> done <status> <ns> <sent> [<dispatches>]
  *         <count> messages of <bytes> (>= 8) on handler <id> (iov:
  *         am_short_iov of two elements; zcopy: am_zcopy of an 8-byte
  *         header and two elements, each done at once (UCS_OK) or with a
  *         completion that must have run with UCS_OK by the end; buffers
- *         kept until then), numbered per id (0, 1, ...
+ *         kept until then; zcopy-cuda: the payload in GPU memory, one
+ *         buffer per message), numbered per id (0, 1, ...
  *         on from where the last "am send" on that id stopped), each posted
  *         again after progress while UCS_ERR_NO_RESOURCE (at most 10 s in
  *         all), then a flush. The status: the first error of a post or

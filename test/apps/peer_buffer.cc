@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 namespace pxn_tools {
 
@@ -131,6 +132,14 @@ void PeerBuffer::fill(uint64_t seed)
     for (size_t i = 0; i < size_; ++i) {
         host()[i] = pattern_byte(seed, i);
     }
+    if (gpu_ != nullptr) {
+        gpu_sync(true);
+    }
+}
+
+void PeerBuffer::load(const void *src, size_t length)
+{
+    std::memcpy(host(), src, std::min(length, size_));
     if (gpu_ != nullptr) {
         gpu_sync(true);
     }

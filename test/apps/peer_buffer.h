@@ -35,6 +35,8 @@ public:
     void        release(uct_md_h md);
 
     void        fill(uint64_t seed);
+    /* The buffer's first `length` bytes become those of `src` (host). */
+    void        load(const void *src, size_t length);
     /* "ok", "canary" (either canary changed), "bad <first bad index>",
      * "err bad arguments" (range outside the buffer). */
     std::string check(uint64_t seed, size_t offset, size_t length);

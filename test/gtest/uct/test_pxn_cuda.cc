@@ -80,7 +80,8 @@ protected:
                       std::vector<std::string> env = {},
                       const std::string &inner = "cuda_ipc")
     {
-        const std::string device = (inner == "cma") ? "memory" : "cuda";
+        const std::string device = (inner == "cma") ? "memory" :
+                                   (inner == "tcp") ? "lo" : "cuda";
         env.insert(env.begin(), "UCX_PXN_CUDA_DEVICE=" +
                                 std::to_string((rail.back() - 'A') % gpu_count()));
         env.insert(env.begin(),
@@ -401,6 +402,31 @@ TEST_F(PxnCuda, GpuSourceIntoAHostArena)
     EXPECT_EQ("Success", put(sender, t, size, 70000));
     EXPECT_EQ("ok", target->call("check 29 0 " + std::to_string(size)));
     expect_healthy(relay, size);
+}
+
+/* am_zcopy's payload in GPU memory: copied into the slot of a host arena
+ * by the driver (inner tcp on lo, which carries active messages). */
+TEST_F(PxnCuda, AmZcopyOfAGpuPayloadArrivesIntact)
+{
+    PeerProcess *relay  = peer(0, "railB", {}, "tcp");
+    PeerProcess *target = peer(1, "railB", {}, "tcp");
+    PeerProcess *sender = peer(0, "railA", {}, "tcp");
+    ASSERT_TRUE(relay && target && sender);
+    const Target t = target_buffer(target, 4096, false);
+    ASSERT_EQ("ok", target->call("am listen"));
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    ASSERT_TRUE(target->send("serve"));
+    const std::string done = sender->call("am send zcopy-cuda 3 50 6000",
+                                          pxn_test::scaled_ms(60000));
+    EXPECT_EQ("ok", target->call("stop"));
+    EXPECT_EQ("0", status_of(done)) << done;
+    EXPECT_EQ("ok", target->call("progress 200"));
+    /* am <received> <bad> <out of order> <bytes> */
+    EXPECT_EQ("am 50 0 0 300000", target->call("am stats"));
+    const auto c = counters(0, relay);
+    EXPECT_EQ(50u, c.relay.am_messages);
+    EXPECT_EQ(300000u, c.relay.am_bytes);
+    EXPECT_EQ(0u, c.relay.rejected);
 }
 
 TEST_F(PxnCuda, GetCopiesTheSlotIntoAGpuBuffer)
