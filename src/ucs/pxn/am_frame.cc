@@ -82,6 +82,11 @@ ucs_status_t read_am_frame(const void *data, size_t length, AmFrame *frame)
         }
         std::memcpy(&f.grant, body, sizeof(f.grant));
         break;
+    case kAmBye:
+        if ((h.am_id != 0) || (h.cookie == 0) || (body_length != 0)) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        break;
     default:
         return UCS_ERR_INVALID_PARAM;
     }
@@ -133,6 +138,13 @@ size_t write_am_grant(void *out, size_t capacity, uint64_t source,
     std::memcpy(static_cast<uint8_t*>(out) + sizeof(AmFrameHeader), &grant,
                 sizeof(grant));
     return length;
+}
+
+size_t write_am_bye(void *out, size_t capacity, uint64_t source,
+                    uint32_t cookie)
+{
+    return write_header(out, capacity, sizeof(AmFrameHeader), kAmBye, 0, cookie,
+                        source);
 }
 
 } // namespace pxn

@@ -19,7 +19,10 @@
  *   kAmGrant: an AmGrant: the target's credit for the route `source`;
  *             kAmGrantGone: the target iface closed (its process lives
  *             on), the route's flow ends and what waits for its credit
- *             fails.
+ *             fails;
+ *   kAmBye:   nothing more: the route `source` to the iface `cookie` ends
+ *             (its relay lives on), after its last data frame on the same
+ *             inner ep; the target takes back the credit it still holds.
  * Fields are in the byte order of the hosts (pxn's nodes share one
  * architecture). A frame is checked whole before anything in it is used
  * (read_am_frame()); a receiver counts and drops what fails.
@@ -67,14 +70,16 @@ constexpr bool am_plan_address_valid(uint64_t address)
 enum AmFrameKind : uint8_t {
     kAmData  = 1,
     kAmHello = 2,
-    kAmGrant = 3
+    kAmGrant = 3,
+    kAmBye   = 4
 };
 
 struct AmFrameHeader {
     uint8_t  kind;     /* AmFrameKind */
     uint8_t  am_id;    /* kAmData: the UCT AM id; else 0 */
     uint16_t reserved; /* 0 */
-    uint32_t cookie;   /* kAmData, kAmHello: the target iface; else 0 */
+    uint32_t cookie;   /* kAmData, kAmHello, kAmBye: the target iface;
+                          else 0 */
     uint64_t source;   /* the route: its relay's token for it */
 };
 static_assert(sizeof(AmFrameHeader) == 16, "AmFrameHeader wire layout");
@@ -113,7 +118,8 @@ struct AmFrame {
  * of *frame to use) for: a frame shorter than its kind needs, an unknown
  * kind, reserved bits set, an AM id >= kAmIdCount, a cookie of 0 where one
  * is needed (or one where none is), a hello whose addresses overrun the
- * frame or leave bytes after them, a grant of the wrong length. */
+ * frame or leave bytes after them, a grant of the wrong length, a bye with
+ * a body. */
 ucs_status_t read_am_frame(const void *data, size_t length, AmFrame *frame);
 
 /* The writers: each returns the frame's length, or 0 when `capacity` is
@@ -125,6 +131,8 @@ size_t write_am_hello(void *out, size_t capacity, uint64_t source,
                       const Bytes &relay_iface);
 size_t write_am_grant(void *out, size_t capacity, uint64_t source,
                       uint64_t granted);
+size_t write_am_bye(void *out, size_t capacity, uint64_t source,
+                    uint32_t cookie);
 
 } // namespace pxn
 

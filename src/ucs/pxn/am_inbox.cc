@@ -60,6 +60,19 @@ ucs_status_t AmInbox::hello(uint64_t source)
     return UCS_OK;
 }
 
+ucs_status_t AmInbox::bye(uint64_t source)
+{
+    auto it = sources_.find(source);
+    if (it == sources_.end()) {
+        return UCS_ERR_NO_ELEM;
+    }
+    outstanding_ -= it->second.granted - it->second.received;
+    sources_.erase(it);
+    ++byes_;
+    grant_due_ = true; /* the room may go to another source */
+    return UCS_OK;
+}
+
 ucs_status_t AmInbox::push(uint64_t source, uint8_t am_id, const void *data,
                            uint32_t length)
 {
@@ -113,6 +126,7 @@ AmInboxCounters AmInbox::counters() const
     c.hellos        = hellos_;
     c.hellos_refused = hellos_refused_;
     c.grants        = grants_;
+    c.byes          = byes_;
     return c;
 }
 

@@ -17,9 +17,11 @@
  * on their way, out of room the inbox has: capacity minus what is queued
  * and not yet consumed minus what is granted and not yet received. So
  * whatever the relays do within their credit fits, and push() refuses
- * (counted, nothing stored) what comes beyond it. A source that goes away
- * holding credit keeps it: at most `window` per source, `max_sources`
- * sources (a hello beyond them is refused and counted).
+ * (counted, nothing stored) what comes beyond it. A source that ends
+ * (bye(): its relay's route to this iface went, the relay lives on) gives
+ * back what it held; one that goes away without a word (its relay died)
+ * keeps it: at most `window` per source, `max_sources` sources (a hello
+ * beyond them is refused and counted).
  *
  * Allocation: init() allocates the ring; hello() grows the source table;
  * push(), drain() and grants() do not allocate.
@@ -46,6 +48,7 @@ struct AmInboxCounters {
     uint64_t hellos;        /* sources that announced themselves */
     uint64_t hellos_refused;/* beyond max_sources */
     uint64_t grants;        /* grant frames asked for */
+    uint64_t byes;          /* sources that ended (bye()) */
 };
 
 class AmInbox {
@@ -68,6 +71,10 @@ public:
     /* A source announced itself (again: its credit starts over).
      * UCS_ERR_EXCEEDS_LIMIT beyond max_sources. */
     ucs_status_t hello(uint64_t source);
+    /* `source` sends nothing more (its bye came after its last message):
+     * it is forgotten and the credit it held and did not use is room again.
+     * UCS_ERR_NO_ELEM for an unknown source. */
+    ucs_status_t bye(uint64_t source);
     /* Stores one message of `source`. UCS_ERR_NO_ELEM for an unknown
      * source, UCS_ERR_EXCEEDS_LIMIT beyond its credit or max_message. */
     ucs_status_t push(uint64_t source, uint8_t am_id, const void *data,
@@ -144,6 +151,7 @@ private:
     uint64_t announced_       = 0; /* 1 from the first hello on, relaxed */
     uint64_t hellos_refused_  = 0;
     uint64_t grants_          = 0;
+    uint64_t byes_            = 0;
 
     /* consumer */
     alignas(64) uint64_t tail_ = 0;     /* ring position, release */

@@ -101,6 +101,15 @@ void AmPort::receive(const void *data, size_t length)
         }
         return;
     }
+    if (h.kind == kAmBye) {
+        /* the route ended: its credit is room for the others again */
+        if (sink.inbox->bye(h.source) != UCS_OK) {
+            refused_.fetch_add(1, std::memory_order_relaxed);
+        }
+        sink.relays.erase(h.source);
+        owed_.erase(h.source);
+        return;
+    }
     if (sink.inbox->push(h.source, h.am_id, frame.payload,
                          uint32_t(frame.payload_length)) != UCS_OK) {
         refused_.fetch_add(1, std::memory_order_relaxed);

@@ -6,13 +6,14 @@
  * - receive() takes every frame of pxn's inner AM id (am_frame.h), checked
  *   whole first: a data frame goes into the inbox of its cookie (the iface,
  *   AmInbox::push), a hello registers its route as a source of that inbox
- *   and records where the route's relay port is, a grant is kept for the
+ *   and records where the route's relay port is, a bye (the route ended,
+ *   its relay lives on) gives the route's credit back to the inbox
+ *   (AmInbox::bye) and owes it no more grants, a grant is kept for the
  *   next pump(), which hands it to the relays on this port. What fails a
- *   check, names no
- *   attached iface or exceeds its credit is dropped and counted
- *   (`refused`), never delivered.
- * - pump() hands the grants received to `granted`, then asks every inbox for the grants it can give (AmInbox::grants)
- *   and sends them to the relay ports the hellos named, on inner eps made
+ *   check, names no attached iface or exceeds its credit is dropped and
+ *   counted (`refused`), never delivered.
+ * - pump() hands the grants received to `granted`, then asks every inbox
+ *   for the grants it can give (AmInbox::grants) and sends them to the relay ports the hellos named, on inner eps made
  *   for them once (to-iface inner transports). A grant that cannot go now
  *   (UCS_ERR_NO_RESOURCE) is kept, the latest value per source, and sent
  *   in a later pump(): grants are cumulative.

@@ -26,6 +26,10 @@ ucs_status_t Relay::create(const Params &params, const Settings &settings,
                                  params.entry->view().base +
                                  abi::kCountersOffset)->relay;
     relay->routes_.reset(new RouteTable(net, settings.routes, params.is_local));
+    relay->routes_->set_closing([r = relay.get()](uint32_t id, uct_ep_h ep,
+                                                  bool failed) {
+        r->end_am_flows(id, ep, failed);
+    });
     relay->commit_lane_  = params.commit_lane;
     relay->release_lane_ = params.release_lane;
 

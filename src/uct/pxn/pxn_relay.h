@@ -256,6 +256,12 @@ private:
     void     park(Piece &piece, bool parked);
     /* Forgets the AM flows (credit, tokens) of a failed route. */
     void     drop_am_flows(uint32_t route);
+    /* A route's inner ep goes (RouteTable::set_closing): a healthy one
+     * first carries a bye for each of its flows, so that the target takes
+     * back their credit (a bye that cannot go at once is not sent: that
+     * credit stays given, as to a relay that died); then its flows are
+     * forgotten. */
+    void     end_am_flows(uint32_t route, uct_ep_h ep, bool failed);
     /* The fence (above): nothing more of this incarnation goes out. */
     bool     fenced(const Lane &lane) const;
     void     post(Piece &piece);

@@ -143,6 +143,28 @@ void Relay::drop_am_flows(uint32_t route)
     }
 }
 
+void Relay::end_am_flows(uint32_t route, uct_ep_h ep, bool failed)
+{
+    const uint64_t gen = routes_->gen(route);
+    for (const auto &entry : am_flows_) {
+        const AmFlow &flow = entry.second;
+        if (((entry.first >> 32) != route) || (ep == nullptr) || failed ||
+            !flow.hello_sent || (flow.route_gen != gen) ||
+            (flow.granted == kAmGrantGone)) {
+            continue;
+        }
+        uint8_t bye[sizeof(AmFrameHeader)];
+        const size_t length = write_am_bye(bye, sizeof(bye), flow.token,
+                                           uint32_t(entry.first));
+        const ucs_status_t status = net_->am_send(ep, bye, length, nullptr, 0);
+        if (status != UCS_OK) {
+            ucs_debug("pxn: relay: no bye for AM flow %lu: %s", flow.token,
+                      ucs_status_string(status));
+        }
+    }
+    drop_am_flows(route);
+}
+
 void Relay::am_granted(uint64_t source, uint64_t granted)
 {
     auto token = am_tokens_.find(source);

@@ -49,6 +49,9 @@ void RouteTable::maybe_free(uint32_t id)
     if (!route.used || (route.refs != 0) || (route.inflight != 0)) {
         return;
     }
+    if (closing_) {
+        closing_(id, route.ep, route.failed);
+    }
     if (route.ep != nullptr) {
         net_->ep_destroy(route.ep);
     }
@@ -222,6 +225,9 @@ bool RouteTable::collect()
          * even while lanes still hold the id. */
         if (route.used && route.failed && (route.inflight == 0) &&
             (route.ep != nullptr)) {
+            if (closing_) {
+                closing_(id, route.ep, true);
+            }
             net_->ep_destroy(route.ep);
             route.ep = nullptr;
         }

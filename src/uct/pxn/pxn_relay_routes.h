@@ -57,6 +57,11 @@ public:
     RouteAnswer serve(const RouteMessage &request);
     /* Drops one hold of `id`. */
     void        release(uint32_t id);
+    /* `closing(id, ep, failed)` runs just before a route's inner ep is
+     * destroyed (ep nullptr when it went before), never inside an inner
+     * callback: the last moment to send on it. */
+    using Closing = std::function<void(uint32_t id, uct_ep_h ep, bool failed)>;
+    void        set_closing(Closing closing) { closing_ = std::move(closing); }
 
     uint32_t capacity() const { return static_cast<uint32_t>(routes_.size()); }
     /* Has a connected inner ep, not failed. */
@@ -103,6 +108,7 @@ private:
 
     Net               *net_;
     LocalCheck         is_local_;
+    Closing            closing_;
     std::vector<Route> routes_;
     std::vector<uint32_t> settled_; /* routes that had their last piece end */
     uint32_t           active_ = 0;

@@ -20,7 +20,7 @@ std::vector<uint8_t> hello_frame()
     return buf;
 }
 
-TEST(AmFrame, DataHelloAndGrantReadBackAsWritten)
+TEST(AmFrame, DataHelloGrantAndByeReadBackAsWritten)
 {
     std::vector<uint8_t> data(64);
     ASSERT_EQ(16u, pxn::write_am_data_header(data.data(), data.size(), 99, 3, 31));
@@ -47,6 +47,13 @@ TEST(AmFrame, DataHelloAndGrantReadBackAsWritten)
     EXPECT_EQ(pxn::kAmGrant, f.header.kind);
     EXPECT_EQ(0x1234u, f.header.source);
     EXPECT_EQ(1u << 20, f.grant.granted);
+
+    uint8_t bye[16];
+    ASSERT_EQ(16u, pxn::write_am_bye(bye, sizeof(bye), 0x1234, 9));
+    ASSERT_EQ(UCS_OK, pxn::read_am_frame(bye, sizeof(bye), &f));
+    EXPECT_EQ(pxn::kAmBye, f.header.kind);
+    EXPECT_EQ(0x1234u, f.header.source);
+    EXPECT_EQ(9u, f.header.cookie);
 }
 
 TEST(AmFrame, AnEmptyMessageIsAFrameOfItsHeaderAlone)
@@ -78,8 +85,17 @@ TEST(AmFrame, RefusesShortFramesUnknownKindsReservedBitsAndBadIds)
     bad[0] = 0;  /* kind */
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(bad.data(), bad.size(), &f));
     bad = data;
-    bad[0] = 4;
+    bad[0] = 5;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(bad.data(), bad.size(), &f));
+    /* a bye has no body, names its iface and no AM id */
+    uint8_t bye[17] = {};
+    pxn::write_am_bye(bye, sizeof(bye), 1, 2);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(bye, 17, &f));
+    pxn::write_am_bye(bye, sizeof(bye), 1, 0);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(bye, 16, &f));
+    pxn::write_am_bye(bye, sizeof(bye), 1, 2);
+    bye[1] = 3;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(bye, 16, &f));
     bad = data;
     bad[2] = 1;  /* reserved */
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(bad.data(), bad.size(), &f));

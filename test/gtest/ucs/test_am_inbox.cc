@@ -161,6 +161,37 @@ TEST(AmInbox, HelloAgainStartsTheSourceOverAndBeyondMaxSourcesIsRefused)
     EXPECT_EQ(1u, inbox.counters().hellos_refused);
 }
 
+TEST(AmInbox, ASourcesByeGivesItsCreditToTheOthersAndItsMessagesAreRefusedAfter)
+{
+    AmInbox inbox;
+    ASSERT_EQ(UCS_OK, inbox.init(2048, 256, 2048, 2));
+    Granted g;
+    ASSERT_EQ(UCS_OK, inbox.hello(1));
+    inbox.grants(std::ref(g));
+    ASSERT_EQ(2048u, g.total[1]);
+    ASSERT_EQ(UCS_OK, inbox.hello(2)); /* no room left for it */
+    inbox.grants(std::ref(g));
+    EXPECT_EQ(0u, g.total.count(2));
+    const auto p = payload(256, 3);
+    ASSERT_EQ(UCS_OK, inbox.push(1, 0, p.data(), 256));
+    /* 1 ends with a message queued: what it did not use is room again,
+     * what it queued stays until it is drained */
+    EXPECT_EQ(UCS_OK, inbox.bye(1));
+    EXPECT_EQ(UCS_ERR_NO_ELEM, inbox.bye(1));
+    EXPECT_EQ(UCS_ERR_NO_ELEM, inbox.push(1, 0, p.data(), 256));
+    inbox.grants(std::ref(g));
+    EXPECT_EQ(2048u - am_cost(256), g.total[2]);
+    unsigned drained = 0;
+    inbox.drain(10, [&](const AmInbox::Message &m) {
+        EXPECT_EQ(1u, m.source);
+        ++drained;
+    });
+    EXPECT_EQ(1u, drained);
+    /* a source place is free again too */
+    EXPECT_EQ(UCS_OK, inbox.hello(3));
+    EXPECT_EQ(1u, inbox.counters().byes);
+}
+
 TEST(AmInbox, RefusesInconsistentSizes)
 {
     AmInbox inbox;

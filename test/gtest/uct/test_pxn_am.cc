@@ -174,6 +174,33 @@ TEST_F(PxnAm, ManyMoreMessagesThanOneCreditWindowAllArrive)
     EXPECT_EQ(0u, n[2]);
 }
 
+/* A sender's eps come and go (UCP's, a test's): each new ep of the worker
+ * gets a new route at the relay, so a new flow with credit of its own. A
+ * route that ends says so (a bye), and the target takes back the credit
+ * that flow held: else every 16th route (a 4 MiB inbox, 256 KiB windows)
+ * would find no room left and wait for ever (UCX's
+ * test_uct_ep.disconnect_after_send hung at the 17th). */
+TEST_F(PxnAm, EpsMadeAndDestroyedAgainAndAgainLeaveTheTargetsCreditWhole)
+{
+    CrossRail c = cross_rail(4096, 1);
+    ASSERT_NE(nullptr, c.sender);
+    ASSERT_EQ("ok", c.target->call("am listen"));
+    ASSERT_TRUE(c.target->send("serve"));
+    for (int i = 0; i < 40; ++i) {
+        ASSERT_EQ("ok", c.sender->call("connect " + c.t.dev + " " + c.t.iface))
+                << "ep " << i;
+        const std::string done = c.sender->call("am send bcopy 3 10 4000", 30000);
+        ASSERT_EQ("0", status_of(done)) << "ep " << i << ": " << done;
+    }
+    EXPECT_EQ("ok", c.target->call("stop"));
+    EXPECT_EQ("ok", c.target->call("progress 200"));
+    const auto n = stats(c.target);
+    ASSERT_EQ(4u, n.size());
+    EXPECT_EQ(400u, n[0]);
+    EXPECT_EQ(0u, n[1]);
+    EXPECT_EQ(0u, n[2]);
+}
+
 /* The target's engine thread stopped (ptrace), asleep, once the flow has
  * its first grant: the target's own progress takes the relay's frames off
  * the port (UCX_PXN_AM_POLL), so a rank bound to one core waits for no
