@@ -152,7 +152,7 @@ TEST_F(PxnAmFaults, RelayFrozenUnderFlowingMessagesFailsTheSenderAndThawedSendsN
     })) << "the messages did not start";
     ASSERT_TRUE(c.relay->stop());
 
-    /* Heartbeat timeout 1 s, credit timeout 20 s. */
+    /* Heartbeat timeout kHeartbeatTimeout, credit timeout 20 s. */
     const std::string done = c.sender->receive(scaled_ms(10000));
     ASSERT_FALSE(done.empty()) << "sender hung behind a frozen relay";
     const Sent s = parse_sent(done);

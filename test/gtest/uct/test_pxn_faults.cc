@@ -210,7 +210,7 @@ TEST_F(PxnFaults, RelayFrozenPastTheHeartbeatTimeoutFailsItsPiecesAndRecovers)
     ASSERT_TRUE(wait_forwarding(relay)) << "the put did not start";
     ASSERT_TRUE(relay->stop()); /* frozen, not dead: its pid stays alive */
 
-    /* Heartbeat timeout 1 s; a rail-only fabric has no direct path. */
+    /* Heartbeat timeout kHeartbeatTimeout; a rail-only fabric has no direct path. */
     std::string done;
     const double waited = seconds_to_answer(sender, &done, scaled_ms(10000));
     ASSERT_GE(waited, 0) << "sender hung behind a frozen relay";
