@@ -2,7 +2,7 @@
 # NIXL, unmodified, across emulated rails through pxn (docs/nixl.md).
 #
 #   NIXL_PREFIX=/opt/nixl bash contrib/nixl_check.sh [--quick] [--no-kill]
-#       [--no-baseline] [--batch N] [--blocks FIRST[,LAST]] [--sgl]
+#       [--no-baseline] [--batch N] [--blocks FIRST[,LAST]] [--sgl] [--railonly]
 #
 # Takes an installed NIXL (nixlbench built against a UCX that has the pxn
 # module) or NIXL's UCX plugin in a NIXL wheel's private UCX
@@ -32,6 +32,30 @@
 # --sgl: NIXL_UCX_SGL_ENABLE=y (NIXL posts a WRITE's blocks as one UCP SGL
 # put; UCX 1.22 on), and one more check per progress thread: the WRITE's
 # "from sgl host memory" table has an sgl row naming pxn/.
+# --railonly: every process's UCX on its own rail NIC only, as NIXL
+# deployments are told to set it (UCX_NET_DEVICES=rail<r>, UCX_TLS=pxn,tcp,
+# pxn's inner transport tcp: UCX_PXN_NET_TLS=tcp UCX_PXN_HOME_DEVICE=rail<r>,
+# no UCX_PXN_RAIL_MAP); the frontend carries only nixlbench's own ASIO
+# exchange. pxn then carries everything UCP sends to the peer: wireup, NIXL's
+# notifications (UCP active messages) and the data (READ: tcp has no get,
+# so UCP emulates it with active messages, the data coming back through the
+# relay of rail 0 on node 1). Check 1 then also needs every lane of the
+# initiator's endpoint to the target to be pxn's, and the relay of rail 1
+# on node 0 to have forwarded at least as many active messages as
+# nixlbench sent notifications (one with every transfer, "0xBEEF"; the
+# target waits for all of them before it exits 0); it prints both relays'
+# AM counters (ucx_pxn_info). Check 2 runs the same pairs without pxn
+# (UCX_TLS=tcp on the rail NIC): they cannot reach the peer, and that,
+# within a bounded time, is the expected result (PASS, with the error
+# seen); then, for the bandwidth table, with the frontend allowed
+# (UCX_TLS=tcp UCX_NET_DEVICES=front: what UCP takes across rails when it
+# may use a second network). No relay-kill runs (check 3) in this mode.
+# Then NIXL's notification latency: contrib/nixl_notify_lat.py (NIXL's
+# python API, send_notif ping-pong, 1000 round trips after 100) through
+# pxn, with the frontend allowed, and to a peer on the same rail (UCP's
+# tcp on rail 0); one-way p50/p90/p99 in us, and one more check: every
+# ping and answer went through the relays (their AM counters). Skipped,
+# with a line saying so, where no python3 imports NIXL's python package.
 # Prints one line per check and "N passed, M failed". A pair of nixlbench
 # processes whose every transfer was made and checked, but one of which
 # aborted in nixlbench's final barrier (exit 134, "ASIO Read head failed: End
@@ -58,18 +82,22 @@
 # wheel_install.sh puts them, else $NIXL_UCX/bin), UCX_INFO (a ucx_info of
 # that UCX; default $NIXL_UCX/bin/ucx_info; a wheel has none: then pxn and
 # the version are read through the UCX's own libraries with python3's
-# ctypes), NIXL_CHECK_PREFIX (namespace prefix, default nixl).
+# ctypes), NIXL_CHECK_PREFIX (namespace prefix, default nixl), NIXL_PYTHON
+# (--railonly's latency runs: a python3 with NIXL's python package's needs,
+# numpy; default python3, else /usr/bin/python3; the package itself is
+# taken from NIXL_PREFIX's site-packages). UCX_* variables of the
+# environment reach every process it starts (e.g. UCX_PXN_PIECE_OPS).
 # $NIXL_UCX/lib, where it exists, is put on LD_LIBRARY_PATH.
 # Needs root (network namespaces). Run it under the same netns lock as the
 # other namespace tests if several run on one machine
-# (flock /tmp/pxn-netns.lock bash contrib/nixl_check.sh ...).
+# (flock ~/.pxn-netns.lock bash contrib/nixl_check.sh ...).
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 prog=nixl_check.sh
-quick=0 kill_checks=1 baseline=1 batch=1 sgl=0 blocks=
+quick=0 kill_checks=1 baseline=1 batch=1 sgl=0 blocks='' railonly=0
 usage() {
-    echo "usage: [NIXL_PREFIX=...] $prog [--quick] [--no-kill] [--no-baseline] [--batch N] [--blocks FIRST[,LAST]] [--sgl]" >&2
+    echo "usage: [NIXL_PREFIX=...] $prog [--quick] [--no-kill] [--no-baseline] [--batch N] [--blocks FIRST[,LAST]] [--sgl] [--railonly]" >&2
     exit 2
 }
 while [ $# -gt 0 ]; do
@@ -80,6 +108,7 @@ while [ $# -gt 0 ]; do
     --batch) [ $# -ge 2 ] || usage; batch=$2; shift ;;
     --blocks) [ $# -ge 2 ] || usage; blocks=$2; shift ;;
     --sgl) sgl=1 ;;
+    --railonly) railonly=1 kill_checks=0 ;;
     *) usage ;;
     esac
     shift
@@ -221,15 +250,23 @@ echo "  NIXL's UCX plugin ${plugin:-(not found)}, UCX libraries in $ucx_libdir, 
 
 # slot <node> <rail> cmd...: in the slot's namespace, as a process of that
 # emulated node (own registry group and node id), pxn's inner transport cma
-# (rails told apart by UCX_PXN_RAIL_MAP), UCP's own tcp on the frontend.
+# (rails told apart by UCX_PXN_RAIL_MAP), UCP's own tcp on the frontend;
+# with --railonly pxn's inner transport tcp and UCP's on the slot's rail
+# NIC only (slot_devices, when set, names UCP's devices instead).
 # It execs (env, topology.sh and ip exec too): call it only in the
 # background, where $! is then cmd's own pid.
 slot() {
     local n=$1 r=$2
     shift 2
+    if [ "$railonly" = 1 ]; then
+        exec env UCX_PXN_NODE_ID="node$n" UCX_PXN_GROUP="$prefix-node$n" \
+            UCX_PXN_NET_TLS=tcp UCX_PXN_HOME_DEVICE="rail$r" \
+            UCX_NET_DEVICES="${slot_devices:-rail$r}" \
+            bash "$T" exec --prefix "$prefix" --no-env "$n" "$r" -- "$@"
+    fi
     exec env UCX_PXN_NODE_ID="node$n" UCX_PXN_GROUP="$prefix-node$n" \
         UCX_PXN_NET_TLS=cma UCX_PXN_RAIL_MAP="memory:rail$r" \
-        UCX_NET_DEVICES=front,memory \
+        UCX_NET_DEVICES="${slot_devices:-front,memory}" \
         bash "$T" exec --prefix "$prefix" --no-env "$n" "$r" -- "$@"
 }
 
@@ -255,15 +292,19 @@ stop_relay() {
     relayed=$(sed -n 's/.*relayed [0-9]* pieces, \([0-9]*\) bytes.*/\1/p' "$log/$2.log" | tail -1)
 }
 
-# relay_bytes <group> <pid>: the relay's byte counter now (ucx_pxn_info)
-relay_bytes() {
+# relay_counter <group> <pid> <name>: a relay counter of a process now
+# (ucx_pxn_info)
+relay_counter() {
     "$info_bin" --group "$1" --json 2>/dev/null | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-print(sum(e["counters"]["relay"]["bytes"] for r in d["registries"]
-          for e in r["entries"] if e.get("pid") == int(sys.argv[1]) and e.get("read")))' "$2" 2>/dev/null ||
+print(sum(e["counters"]["relay"][sys.argv[2]] for r in d["registries"]
+          for e in r["entries"] if e.get("pid") == int(sys.argv[1]) and e.get("read")))' "$2" "$3" 2>/dev/null ||
         echo 0
 }
+
+# relay_bytes <group> <pid>: the relay's byte counter now
+relay_bytes() { relay_counter "$1" "$2" bytes; }
 
 # sender_counter <group> <pid> <name>: a sender counter of a process
 sender_counter() {
@@ -341,8 +382,20 @@ loaded() {
     [ -z "$f" ] || readlink -f "$f"
 }
 
+# wait_listen <port>: until the initiator (n0r0) listens on its ASIO port,
+# 10 s at most: a target started before that gets "ASIO Connection failed:
+# Connection refused" and the pair never starts
+wait_listen() {
+    local _
+    for _ in $(seq 100); do
+        ip netns exec "$prefix-n0r0" ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
+        sleep 0.1
+    done
+}
+
 # pair <label> <tls> <op> <pt> [env...]: initiator n0r0 (binds the ASIO
-# address, rank 0), target n1r1 (connects). Sets init_rc, targ_rc, and
+# address, rank 0), target n1r1 (connects); each given pair_wait seconds
+# (default 300 and 30) to exit before it is killed. Sets init_rc, targ_rc, and
 # what the initiator loaded: loaded_plugin (NIXL's UCX plugin),
 # loaded_ucp (libucp), loaded_pxn (the pxn module).
 pair() {
@@ -356,14 +409,14 @@ pair() {
         0 0 $args > "$log/$label-init.log" 2>&1 &
     local i=$!
     pids+=("$i")
-    sleep 1
+    wait_listen "$port"
     # shellcheck disable=SC2086
     env_slot "$tls" "$*" 1 1 $args > "$log/$label-targ.log" 2>&1 &
     local t=$!
     pids+=("$t")
     init_rc=timeout targ_rc=timeout
-    wait_pid "$i" 300 && init_rc=$rc
-    wait_pid "$t" 30 && targ_rc=$rc
+    wait_pid "$i" "${pair_wait:-300}" && init_rc=$rc
+    wait_pid "$t" "${pair_wait:-30}" && targ_rc=$rc
     kill -KILL "$i" "$t" 2>/dev/null
     { wait "$i" "$t"; } 2>/dev/null
     # (every process the initiator's command line exec'd into wrote here:
@@ -423,10 +476,34 @@ shutdown_race() {
         rows_complete "$ilog" "$5" "$6"
 }
 
-expected=0
-for ((b = first; b <= last; b *= 2)); do expected=$((expected + (iters + warmup) * b * batch)); done
+# lanes_not_pxn <initiator log>: the lanes of the initiator's endpoint to
+# the target (its first "inter-node cfg" line, UCX_LOG_LEVEL=info) that
+# name a transport other than pxn; "(no lanes line)" if there is none
+lanes_not_pxn() {
+    local line
+    line=$(grep -h -m1 'inter-node cfg' "$1")
+    [ -n "$line" ] || { echo "(no lanes line)"; return; }
+    grep -o '[a-z_]*([^)]*)' <<<"${line#*inter-node cfg}" |
+        awk '{ s = $0; sub(/^[^(]*\(/, "", s); sub(/\)$/, "", s)
+               n = split(s, tl, " ")
+               for (i = 1; i <= n; i++) if (tl[i] !~ /^pxn\//) { print; break } }' |
+        tr '\n' ' ' | sed 's/ $//'
+}
 
-echo "== transfers node 0 rail 0 -> node 1 rail 1 through pxn (relay n0r1), NIXL defaults, $batch block(s) per transfer"
+expected=0 notifs=0
+for ((b = first; b <= last; b *= 2)); do
+    expected=$((expected + (iters + warmup) * b * batch))
+    # one notification with every transfer (nixlbench's execTransfer)
+    notifs=$((notifs + iters + warmup))
+done
+
+# The relay that carries the data: n0r1 (the initiator's puts and gets to
+# rail 1); with --railonly a READ's data come back as active messages
+# through n1r0.
+if [ "$railonly" = 1 ]; then
+    echo "== rail-only: every process's UCX on its own rail NIC (UCX_NET_DEVICES=rail<r>), pxn over tcp, the frontend for nixlbench's ASIO exchange only"
+fi
+echo "== transfers node 0 rail 0 -> node 1 rail 1 through pxn (relays n0r1, n1r0), NIXL defaults, $batch block(s) per transfer"
 for op in WRITE READ; do
     for pt in 0 1; do
         label=pxn-$op-pt$pt
@@ -436,12 +513,31 @@ for op in WRITE READ; do
         r10=$relay_pid
         # (bash's notices of an aborted nixlbench go to a log)
         pair "$label" pxn,tcp "$op" "$pt" 2>>"$log/shell.err"
+        # the relays' active-message counters, before they stop
+        am01=$(relay_counter "$prefix-node0" "$r01" am_messages)
+        amb01=$(relay_counter "$prefix-node0" "$r01" am_bytes)
+        am10=$(relay_counter "$prefix-node1" "$r10" am_messages)
+        amb10=$(relay_counter "$prefix-node1" "$r10" am_bytes)
         stop_relay "$r01" "$label-relay01"
         b01=$relayed
         stop_relay "$r10" "$label-relay10"
         b10=$relayed
-        what="$op progress thread $pt: nixlbench rc $init_rc/$targ_rc, relay n0r1 carried ${b01:-?} B of $expected B moved (n1r0: ${b10:-?} B)"
+        carried=$b01 via=n0r1 other=n1r0 other_b=$b10
+        if [ "$railonly" = 1 ] && [ "$op" = READ ]; then
+            carried=$b10 via=n1r0 other=n0r1 other_b=$b01
+        fi
+        what="$op progress thread $pt: nixlbench rc $init_rc/$targ_rc, relay $via carried ${carried:-?} B of $expected B moved ($other: ${other_b:-?} B)"
         wrong=$(loaded_wrong)
+        if [ -z "$wrong" ] && [ "$railonly" = 1 ]; then
+            # NIXL's notifications: UCP active messages, initiator to target
+            what="$what; $notifs notifications: relay n0r1 forwarded ${am01:-?} active messages (${amb01:-?} B), n1r0 ${am10:-?} (${amb10:-?} B)"
+            nonpxn=$(lanes_not_pxn "$log/$label-init.log")
+            if [ -n "$nonpxn" ]; then
+                wrong="the initiator's endpoint has lanes other than pxn's: $nonpxn"
+            elif [ "${am01:-0}" -lt "$notifs" ]; then
+                wrong="relay n0r1 forwarded fewer active messages than nixlbench sent notifications"
+            fi
+        fi
         if [ -z "${shown_loaded:-}" ] && [ -n "$loaded_ucp" ]; then
             shown_loaded="  loaded by nixlbench (initiator of $label, LD_DEBUG=libs):
     NIXL's UCX plugin ${loaded_plugin:-(none seen)}
@@ -450,10 +546,10 @@ for op in WRITE READ; do
         fi
         if [ -n "$wrong" ]; then
             result FAIL "$what, but $wrong (logs $log/$label-*)"
-        elif [ "$init_rc" = 0 ] && [ "$targ_rc" = 0 ] && [ "${b01:-0}" -ge "$expected" ] &&
+        elif [ "$init_rc" = 0 ] && [ "$targ_rc" = 0 ] && [ "${carried:-0}" -ge "$expected" ] &&
            ! grep -q 'Consistency check failed' "$log/$label-init.log" "$log/$label-targ.log"; then
             result PASS "$what, every byte checked by nixlbench"
-        elif [ "${b01:-0}" -ge "$expected" ] &&
+        elif [ "${carried:-0}" -ge "$expected" ] &&
              shutdown_race "$init_rc" "$targ_rc" "$log/$label-init.log" \
                  "$log/$label-targ.log" "$first" "$last"; then
             result RACE "$what, every byte checked by nixlbench (logs $log/$label-*.log)"
@@ -502,25 +598,152 @@ fi
 
 if [ "$baseline" = 1 ]; then
     # UCP's tcp has no SGL put: NIXL with SGL on would abort
-    base_env='' base_note=''
+    base_env='' base_note='' base_devices='' base_what=''
     if [ -n "${NIXL_UCX_SGL_ENABLE:-}" ]; then
         base_env=NIXL_UCX_SGL_ENABLE=n base_note=", NIXL_UCX_SGL_ENABLE=n"
     fi
+    if [ "$railonly" = 1 ]; then
+        # Nothing of UCP's own reaches a rail-1 address from rail 0: the
+        # pair must fail, and within unreachable_wait seconds.
+        unreachable_wait=60
+        echo "== the same transfers without pxn (UCX_TLS=tcp, each process's UCX on its rail NIC$base_note): expected to fail (each nixlbench given ${unreachable_wait} s)"
+        for op in WRITE READ; do
+            label=nopxn-$op-pt0
+            t0=$SECONDS
+            # shellcheck disable=SC2086
+            pair_wait=$unreachable_wait pair "$label" tcp "$op" 0 $base_env 2>>"$log/shell.err"
+            took=$((SECONDS - t0))
+            # UCP's word and NIXL's (the initiator's: it connects)
+            err=$(grep -h -m1 -E 'UCX +ERROR' "$log/$label-init.log" |
+                  sed -E 's/^.*UCX +ERROR +//; s/ +$//')
+            nixl_err=$(grep -h -m1 -E '^NIXL: .*NIXL_ERR' "$log/$label-init.log")
+            [ -z "$nixl_err" ] || err="${err:+$err; }$nixl_err"
+            what="$op without pxn: nixlbench rc $init_rc/$targ_rc within $took s"
+            if [ "$init_rc" = 0 ] && [ "$targ_rc" = 0 ]; then
+                result FAIL "$what: the peer was reached without pxn, so this is no rail-only setup (logs $log/$label-*.log)"
+            elif [ -n "$err" ]; then
+                result PASS "$what: cannot reach the peer, as expected ('$err')"
+            else
+                result FAIL "$what, and no error in its logs (logs $log/$label-*.log)"
+            fi
+        done
+        base_note=", UCX_NET_DEVICES=front$base_note" base_devices=front
+        base_what=", frontend allowed"
+    fi
     echo "== the same transfers without pxn (UCX_TLS=tcp, frontend$base_note), bandwidth in GB/s"
     for op in WRITE READ; do
-        pair "tcp-$op-pt0" tcp "$op" 0 $base_env 2>>"$log/shell.err"
+        # shellcheck disable=SC2086
+        slot_devices=$base_devices pair "tcp-$op-pt0" tcp "$op" 0 $base_env 2>>"$log/shell.err"
         if [ "$init_rc" = 0 ] && [ "$targ_rc" = 0 ]; then
-            result PASS "$op without pxn: nixlbench rc 0/0"
+            result PASS "$op without pxn$base_what: nixlbench rc 0/0"
         elif shutdown_race "$init_rc" "$targ_rc" "$log/tcp-$op-pt0-init.log" \
                  "$log/tcp-$op-pt0-targ.log" "$first" "$last"; then
-            result RACE "$op without pxn: nixlbench rc $init_rc/$targ_rc (logs $log/tcp-$op-pt0-*.log)"
+            result RACE "$op without pxn$base_what: nixlbench rc $init_rc/$targ_rc (logs $log/tcp-$op-pt0-*.log)"
         else
-            result FAIL "$op without pxn: nixlbench rc $init_rc/$targ_rc (logs $log/tcp-$op-pt0-*.log)"
+            result FAIL "$op without pxn$base_what: nixlbench rc $init_rc/$targ_rc (logs $log/tcp-$op-pt0-*.log)"
         fi
         printf '  %-9s %10s %10s %7s\n' "$op" "pxn" "tcp" "ratio"
         join <(bw "$log/pxn-$op-pt0-init.log") <(bw "$log/tcp-$op-pt0-init.log") |
             awk '{printf "  %9d %10.3f %10.3f %6.1fx\n", $1, $2, $3, ($3 > 0) ? $2 / $3 : 0}'
     done
+fi
+
+# NIXL's notification latency (--railonly): contrib/nixl_notify_lat.py, a
+# ping-pong of NIXL's standalone notifications (send_notif / genNotif)
+# through NIXL's python API, initiator node 0 rail 0. Needs a python3 that
+# imports NIXL's python package (NIXL_PYTHON, else python3 or
+# /usr/bin/python3; the package from NIXL_PREFIX's site-packages).
+lat_iters=1000 lat_warmup=100
+nixl_python='' nixl_pypath=''
+find_nixl_python() {
+    local api py
+    api=$(find "$NIXL_PREFIX" -path '*/site-packages/nixl*/_api.py' -print -quit)
+    [ -z "$api" ] || nixl_pypath=$(dirname "$(dirname "$api")")
+    for py in ${NIXL_PYTHON:-python3 /usr/bin/python3}; do
+        if PYTHONPATH="$nixl_pypath${PYTHONPATH:+:$PYTHONPATH}" "$py" -c \
+               'try:
+    import nixl._api
+except ImportError:
+    import nixl_cu12._api' >/dev/null 2>&1; then
+            nixl_python=$py
+            return 0
+        fi
+    done
+    return 1
+}
+
+# notify_lat <label> <tls> <target node> <target rail>: one ping-pong run
+# (slot_devices as for pair); sets lat to "p50 p90 p99" one-way in us, or
+# to nothing when it failed
+notify_lat() {
+    local label=$1 tls=$2 tn=$3 tr=$4 i t
+    port=$((port + 1))
+    local lat_py="$nixl_python $top/contrib/nixl_notify_lat.py --port $port --iters $lat_iters --warmup $lat_warmup"
+    # shellcheck disable=SC2086
+    env_slot "$tls" "PYTHONPATH=$nixl_pypath${PYTHONPATH:+:$PYTHONPATH}" "$tn" "$tr" \
+        $lat_py --target > "$log/$label-targ.log" 2>&1 &
+    t=$!
+    pids+=("$t")
+    for _ in $(seq 100); do
+        ip netns exec "$prefix-n${tn}r$tr" ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+        sleep 0.1
+    done
+    # shellcheck disable=SC2086
+    env_slot "$tls" "PYTHONPATH=$nixl_pypath${PYTHONPATH:+:$PYTHONPATH}" 0 0 \
+        $lat_py --initiator "10.99.$tn.$((tr + 1))" > "$log/$label-init.log" 2>&1 &
+    i=$!
+    pids+=("$i")
+    local irc=timeout trc=timeout
+    wait_pid "$i" 90 && irc=$rc
+    wait_pid "$t" 10 && trc=$rc
+    kill -KILL "$i" "$t" 2>/dev/null
+    { wait "$i" "$t"; } 2>/dev/null
+    lat=
+    if [ "$irc" = 0 ] && [ "$trc" = 0 ]; then
+        lat=$(sed -n 's/^nixl_notify_lat: iters=.* p50=\([^ ]*\) p90=\([^ ]*\) p99=\([^ ]*\) .*/\1 \2 \3/p' "$log/$label-init.log")
+    fi
+}
+
+if [ "$railonly" = 1 ]; then
+    if ! find_nixl_python; then
+        echo "== NIXL's notification latency: SKIP: no python3 imports NIXL's python package (set NIXL_PYTHON; NIXL's python API needs numpy)"
+    else
+        echo "== NIXL's notification latency: $lat_iters round trips of send_notif (after $lat_warmup), one-way (round trip / 2) in us"
+        printf '  %-44s %9s %9s %9s\n' "path" p50 p90 p99
+        lat_row() { # <what> <result of notify_lat>
+            if [ -n "$2" ]; then
+                # shellcheck disable=SC2086
+                printf '  %-44s %9s %9s %9s\n' "$1" $2
+            else
+                printf '  %-44s %s\n' "$1" "failed"
+            fi
+        }
+        if ! start_relay 0 1 lat-relay01; then
+            result FAIL "NIXL notifications through pxn: relay"
+        elif r01=$relay_pid && ! start_relay 1 0 lat-relay10; then
+            result FAIL "NIXL notifications through pxn: relay"
+        else
+            r10=$relay_pid
+            notify_lat lat-pxn pxn,tcp 1 1
+            pxn_lat=$lat
+            am01=$(relay_counter "$prefix-node0" "$r01" am_messages)
+            am10=$(relay_counter "$prefix-node1" "$r10" am_messages)
+            stop_relay "$r01" lat-relay01
+            stop_relay "$r10" lat-relay10
+            lat_row "through pxn (n0r0 -> n1r1, rail NICs only)" "$pxn_lat"
+            pings=$((lat_iters + lat_warmup))
+            what="NIXL notifications through pxn: $pings pings and $pings answers; relay n0r1 forwarded ${am01:-?} active messages, n1r0 ${am10:-?}"
+            if [ -n "$pxn_lat" ] && [ "${am01:-0}" -ge "$pings" ] && [ "${am10:-0}" -ge "$pings" ]; then
+                result PASS "$what"
+            else
+                result FAIL "$what (logs $log/lat-*)"
+            fi
+        fi
+        slot_devices=front notify_lat lat-front tcp 1 1
+        lat_row "frontend (UCX_TLS=tcp UCX_NET_DEVICES=front)" "$lat"
+        notify_lat lat-same pxn,tcp 1 0
+        lat_row "same rail (n0r0 -> n1r0, UCP's tcp on rail 0)" "$lat"
+    fi
 fi
 
 # kill_case <label> <op> <pt> <fallback y|n>: SIGKILL the relay n0r1 once it
@@ -540,7 +763,7 @@ kill_case() {
     env_slot pxn,tcp "UCX_PXN_FALLBACK=$fb" 0 0 $args > "$log/$label-init.log" 2>&1 &
     local i=$!
     pids+=("$i")
-    sleep 1
+    wait_listen "$port"
     # shellcheck disable=SC2086
     env_slot pxn,tcp "UCX_PXN_FALLBACK=$fb" 1 1 $args > "$log/$label-targ.log" 2>&1 &
     local t=$!
