@@ -108,8 +108,15 @@ void Relay::post_am(Piece &piece)
             uint8_t header[sizeof(AmFrameHeader)];
             write_am_data_header(header, sizeof(header), flow->token, cookie,
                                  am_plan_id(plan.remote_addr));
-            status = net_->am_send(ep, header, sizeof(header),
+            /* the fence once more, as close to the send as it gets: a relay
+             * stopped since the check above (its sender gave up meanwhile)
+             * sends nothing of the lane when it resumes */
+            status = fenced(lane) ? UCS_ERR_CANCELED :
+                     net_->am_send(ep, header, sizeof(header),
                                    slot + piece.am_offset, plan.length);
+            if (status == UCS_ERR_CANCELED) {
+                abi::bump(counters_->fenced);
+            }
         }
         if (status == UCS_ERR_NO_RESOURCE) {
             piece.has_op = true;

@@ -109,13 +109,20 @@ struct OpKind {
                             for) or UCS_INPROGRESS (its comp follows) */
     bool         keyed;  /* names a remote key (the lane's rkey entry) */
     bool         empty;  /* a zero-length one still goes (a message) */
+    bool         prompt; /* its piece is published in the posting call:
+                            a message must reach its receiver with no more
+                            progress of the sender, as with UCX's own
+                            transports (an application may send one and
+                            then wait for its answer elsewhere: NIXL's
+                            notification before nixlbench's barrier); RMA
+                            waits for a flush, which publishes */
 };
 
 inline constexpr OpKind kOpKinds[] = {
-    {false, UCS_ERR_INVALID_PARAM, false, false}, /* 0: no operation */
-    {true,  UCS_OK,                true,  false}, /* abi::kOpPut */
-    {false, UCS_INPROGRESS,        true,  false}, /* abi::kOpGet */
-    {true,  UCS_OK,                false, true},  /* abi::kOpAm */
+    {false, UCS_ERR_INVALID_PARAM, false, false, false}, /* 0: no operation */
+    {true,  UCS_OK,                true,  false, false}, /* abi::kOpPut */
+    {false, UCS_INPROGRESS,        true,  false, false}, /* abi::kOpGet */
+    {true,  UCS_OK,                false, true,  true},  /* abi::kOpAm */
 };
 static_assert((abi::kOpPut == 1) && (abi::kOpGet == 2) && (abi::kOpAm == 3),
               "kOpKinds' rows");
@@ -385,7 +392,7 @@ ucs_status_t SendLane::stage_now(SendOwner *owner, const ImmediateOp &op,
         open_record().get_dest.push_back({0, bytes, op.unpack, op.arg});
     }
     builder_.add(op.remote_addr, bytes, op.rkey);
-    if (piece_due()) {
+    if (kind.prompt || piece_due()) {
         publish();
     }
     *length = bytes;

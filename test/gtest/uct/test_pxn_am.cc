@@ -174,6 +174,31 @@ TEST_F(PxnAm, ManyMoreMessagesThanOneCreditWindowAllArrive)
     EXPECT_EQ(0u, n[2]);
 }
 
+/* A message goes out in the posting call: an application may send one and
+ * then wait for its answer elsewhere, never progressing its worker again
+ * (nixlbench sends NIXL's notification, then waits in its own barrier). */
+TEST_F(PxnAm, AMessageReachesItsTargetWithNoMoreProgressOfTheSender)
+{
+    CrossRail c = cross_rail(4096, 1);
+    ASSERT_NE(nullptr, c.sender);
+    ASSERT_EQ("ok", c.target->call("am listen"));
+    /* lane, route and the flow's first grant (from the target's engine),
+     * then one message at a time: "nopending" neither flushes nor
+     * progresses after posting, and the sender is not called again */
+    ASSERT_EQ("0", status_of(c.sender->call("am send short 3 1 64")));
+    uint64_t expected = 1;
+    for (const std::string kind : {"short", "bcopy", "zcopy"}) {
+        ASSERT_EQ("0", status_of(c.sender->call("am send " + kind + " 3 1 64 nopending")));
+        ++expected;
+        EXPECT_TRUE(wait_until([&] {
+            return (c.target->call("progress 50") == "ok") &&
+                   (stats(c.target)[0] == expected);
+        }, 5)) << kind << ": the message waits for the sender's progress";
+        expected = stats(c.target)[0];
+    }
+    EXPECT_EQ(4u, expected);
+}
+
 /* A sender's eps come and go (UCP's, a test's): each new ep of the worker
  * gets a new route at the relay, so a new flow with credit of its own. A
  * route that ends says so (a bye), and the target takes back the credit
