@@ -88,17 +88,31 @@ void zcopy_completed(uct_completion_t *comp)
 }
 
 /* What "am send" does when a message gets UCS_ERR_NO_RESOURCE. */
-enum class OnBusy { kRetry, kStop, kPending };
+enum class OnBusy { kRetry, kStop, kPending, kFlushPending };
 
 struct Waiter {
     uct_pending_req_t req;
     bool              dispatched;
+    uct_ep_h          ep; /* a flush request's */
 };
 
 ucs_status_t dispatched(uct_pending_req_t *req)
 {
     ucs_container_of(req, Waiter, req)->dispatched = true;
     return UCS_OK; /* done with it: the sender posts again itself */
+}
+
+/* A pending request that flushes the ep when dispatched, as UCP's ep
+ * flush does: not now (UCS_ERR_NO_RESOURCE) keeps it pending. */
+ucs_status_t flush_dispatched(uct_pending_req_t *req)
+{
+    Waiter *w                 = ucs_container_of(req, Waiter, req);
+    const ucs_status_t status = uct_ep_flush(w->ep, 0, nullptr);
+    if (status == UCS_ERR_NO_RESOURCE) {
+        return status;
+    }
+    w->dispatched = true;
+    return UCS_OK;
 }
 
 std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
@@ -112,7 +126,7 @@ std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
     std::vector<uint8_t> payload(bytes);
     const auto start    = std::chrono::steady_clock::now();
     const auto deadline = start + std::chrono::seconds(
-                                  (on_busy == OnBusy::kPending) ? 30 : 10);
+                                  (on_busy != OnBusy::kRetry) ? 30 : 10);
     ucs_status_t status = UCS_OK;
     uint64_t sent       = 0;
     uint64_t dispatches = 0;
@@ -185,7 +199,23 @@ std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
         } else if ((posted == UCS_ERR_NO_RESOURCE) && (on_busy == OnBusy::kStop)) {
             status = posted;
         } else if ((posted == UCS_ERR_NO_RESOURCE) &&
-                   (on_busy == OnBusy::kPending)) {
+                   ((on_busy == OnBusy::kPending) ||
+                    (on_busy == OnBusy::kFlushPending))) {
+            /* flushpending: a flush request first, the message's behind it */
+            Waiter flusher{{}, false, p.ep};
+            flusher.req.func = flush_dispatched;
+            if (on_busy == OnBusy::kFlushPending) {
+                const ucs_status_t added = uct_ep_pending_add(p.ep, &flusher.req, 0);
+                if (added == UCS_ERR_BUSY) {
+                    continue;
+                }
+                if (added != UCS_OK) {
+                    status = added;
+                    break;
+                }
+            } else {
+                flusher.dispatched = true;
+            }
             waiter.req.func    = dispatched;
             waiter.dispatched  = false;
             const ucs_status_t added = uct_ep_pending_add(p.ep, &waiter.req, 0);
@@ -196,11 +226,12 @@ std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
                 status = added;
                 break;
             }
-            while (!waiter.dispatched && (p.ep_errors == errors) &&
+            while ((!waiter.dispatched || !flusher.dispatched) &&
+                   (p.ep_errors == errors) &&
                    (std::chrono::steady_clock::now() < deadline)) {
                 progress(p);
             }
-            if (!waiter.dispatched) {
+            if (!waiter.dispatched || !flusher.dispatched) {
                 uct_ep_pending_purge(p.ep, nullptr, nullptr);
                 status = (p.ep_errors != errors) ? p.last_ep_error :
                                                    UCS_ERR_TIMED_OUT;
@@ -232,7 +263,8 @@ std::string send(Peer &p, const std::string &kind, unsigned id, uint64_t count,
                             std::chrono::steady_clock::now() - start).count();
     return "done " + std::to_string(int(status)) + " " + std::to_string(ns) +
            " " + std::to_string(sent) +
-           ((on_busy == OnBusy::kPending) ? " " + std::to_string(dispatches) : "");
+           ((on_busy == OnBusy::kPending) || (on_busy == OnBusy::kFlushPending) ?
+            " " + std::to_string(dispatches) : "");
 }
 
 } // namespace
@@ -278,12 +310,13 @@ std::string am_command(Peer &p, std::istringstream &in)
             return "err busy needs a count";
         }
         if (!mode.empty() && (mode != "nopending") && (mode != "pending") &&
-            (mode != "busy")) {
+            (mode != "flushpending") && (mode != "busy")) {
             return "err unknown am send mode " + mode;
         }
         return send(p, kind, id, count, bytes,
                     (mode == "nopending") ? OnBusy::kStop :
-                    (mode == "pending")   ? OnBusy::kPending : OnBusy::kRetry,
+                    (mode == "pending")   ? OnBusy::kPending :
+                    (mode == "flushpending") ? OnBusy::kFlushPending : OnBusy::kRetry,
                     max_busy);
     }
     if (what == "stats") {

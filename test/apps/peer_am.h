@@ -8,7 +8,7 @@
  *         per id), the rest a pattern of that number (am_short's 8-byte
  *         header is the number itself)
  *   am send <short|iov|bcopy|zcopy|zcopy-cuda> <id> <count> <bytes>
- *           [nopending | pending | busy <n>]
+ *           [nopending | pending | flushpending | busy <n>]
  *                                 -> done <status> <ns> <sent> [<dispatches>]
  *         <count> messages of <bytes> (>= 8) on handler <id> (iov:
  *         am_short_iov of two elements; zcopy: am_zcopy of an 8-byte
@@ -30,7 +30,9 @@
  *         again at once on UCS_ERR_BUSY) and progress until the pending
  *         callback runs (it only notes that it ran), then the same message
  *         again; at most 30 s in all; <dispatches>: the callbacks that
- *         ran
+ *         ran. flushpending: as pending, with a request ahead of the
+ *         message's that calls uct_ep_flush when dispatched and stays
+ *         pending while that says UCS_ERR_NO_RESOURCE (UCP's ep flush)
  *   am close [keep]               -> ok
  *         closes the ep and the iface; the process lives on (only
  *         "progress", "am stats" and "quit" make sense after it); keep:

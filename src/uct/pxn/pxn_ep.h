@@ -41,7 +41,9 @@
  * Completion: operations of one ep complete in issue order (they share a
  * lane whose pieces complete in seq order), and only from iface progress,
  * never inside the call that posted them. Flush waits for every operation
- * issued before it; with UCT_FLUSH_FLAG_CANCEL the operations not yet
+ * issued before it, and answers UCS_ERR_NO_RESOURCE while requests are
+ * pending (they go first), but not when it is itself dispatched from the
+ * pending queue; with UCT_FLUSH_FLAG_CANCEL the operations not yet
  * handed to a relay end as UCS_ERR_CANCELED and the ep is unusable after.
  * Fence holds new operations until those have completed. pending_add says
  * UCS_ERR_BUSY when an operation would be accepted now.

@@ -41,8 +41,12 @@ ucs_status_t Ep::flush(unsigned flags, uct_completion_t *comp)
     /* An ep whose first route is on its way is not connected yet: flush
      * waits for it like for an operation (UCT's NO_RESOURCE: retry, or
      * pending_add), and then reports a refused connection. A canceled ep
-     * waits too (its request is out: asked_, and no lane_ yet). */
-    if (!pending_.empty() || ((asked_ != nullptr) && (lane_ == nullptr))) {
+     * waits too (its request is out: asked_, and no lane_ yet). Pending
+     * requests go first, but not when the flush is one of them, dispatched
+     * now: those behind it came after it (UCP's ep flush waited there for
+     * ever behind the replies it had queued after itself). */
+    if ((!pending_.empty() && !dispatching_) ||
+        ((asked_ != nullptr) && (lane_ == nullptr))) {
         return UCS_ERR_NO_RESOURCE;
     }
     if ((state_ == State::kFailed) && (issued_ == completed_)) {

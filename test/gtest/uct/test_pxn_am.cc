@@ -199,6 +199,29 @@ TEST_F(PxnAm, AMessageReachesItsTargetWithNoMoreProgressOfTheSender)
     EXPECT_EQ(4u, expected);
 }
 
+/* UCP queues its ep flush as a pending request when the ep has pending
+ * requests, and more behind it: dispatched, the flush must not wait for
+ * those that came after it (it did, for ever: ucx_perftest's ucp_put_bw
+ * over UCP's RMA emulation hung on the target's replies). "flushpending"
+ * adds, at each UCS_ERR_NO_RESOURCE, a request that flushes the ep, then
+ * the message's own, and waits for both. */
+TEST_F(PxnAm, AFlushDispatchedFromPendingDoesNotWaitForTheRequestsBehindIt)
+{
+    CrossRail c = cross_rail(4096, 1);
+    ASSERT_NE(nullptr, c.sender);
+    ASSERT_EQ("ok", c.target->call("am listen"));
+    ASSERT_TRUE(c.target->send("serve"));
+    const std::string done = c.sender->call("am send bcopy 3 2000 4000 flushpending",
+                                            scaled_ms(60000));
+    EXPECT_EQ("ok", c.target->call("stop"));
+    /* done <status> <ns> <sent> <dispatches> */
+    const auto f = split(done);
+    ASSERT_EQ(5u, f.size()) << done;
+    EXPECT_EQ("0", f[1]) << done;
+    EXPECT_EQ("2000", f[3]);
+    EXPECT_NE("0", f[4]) << "never queued: the case was not made";
+}
+
 /* A sender's eps come and go (UCP's, a test's): each new ep of the worker
  * gets a new route at the relay, so a new flow with credit of its own. A
  * route that ends says so (a bye), and the target takes back the credit
