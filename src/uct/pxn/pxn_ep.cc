@@ -155,14 +155,6 @@ ucs_status_t Ep::lane_rkey(uct_rkey_t rkey, uint32_t *index)
 }
 
 /* As SendRequest::add_iov() counts them (a count of 0 is one element). */
-static size_t iov_bytes(const uct_iov_t *iov, size_t iovcnt)
-{
-    size_t total = 0;
-    for (size_t i = 0; i < iovcnt; ++i) {
-        total += iov[i].length * std::max<size_t>(iov[i].count, 1);
-    }
-    return total;
-}
 
 /* As UCX's transports do: every operation leaves a TRACE_DATA line (UCX's
  * own tests count them; compiled out where UCX's build caps its log level

@@ -44,15 +44,6 @@ ucs_status_t check_am(uint8_t id, uint32_t cookie, size_t length, size_t max)
     return UCS_OK;
 }
 
-size_t iov_length(const uct_iov_t *iov, size_t iovcnt)
-{
-    size_t total = 0;
-    for (size_t i = 0; i < iovcnt; ++i) {
-        total += iov[i].length * std::max<size_t>(iov[i].count, 1);
-    }
-    return total;
-}
-
 ucs_status_t copy_host(void *dest, const void *src, size_t length)
 {
     std::memcpy(dest, src, length);
@@ -144,7 +135,7 @@ ucs_status_t Ep::am_short(uint8_t id, uint64_t header, const void *payload,
 
 ucs_status_t Ep::am_short_iov(uint8_t id, const uct_iov_t *iov, size_t iovcnt)
 {
-    const size_t total  = iov_length(iov, iovcnt);
+    const size_t total  = iov_bytes(iov, iovcnt);
     ucs_status_t status = admit_am(id, total,
                                    std::min(hub_->max_am(), hub_->max_short()));
     if (status != UCS_OK) {
@@ -166,7 +157,7 @@ ucs_status_t Ep::am_short_iov(uint8_t id, const uct_iov_t *iov, size_t iovcnt)
 ucs_status_t Ep::am_zcopy(uint8_t id, const void *header, unsigned header_length,
                           const uct_iov_t *iov, size_t iovcnt)
 {
-    const size_t payload = iov_length(iov, iovcnt);
+    const size_t payload = iov_bytes(iov, iovcnt);
     const size_t total   = header_length + payload;
     ucs_status_t status  = check_am_zcopy(header_length, payload, iovcnt,
                                           Ep::am_max_zcopy(hub_->max_am()));

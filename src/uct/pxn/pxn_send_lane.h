@@ -43,6 +43,7 @@
 #include <ucs/pxn/piece_builder.h>
 #include <ucs/pxn/seq.h>
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -66,6 +67,16 @@ public:
 protected:
     ~SendOwner() = default;
 };
+
+/* The bytes a UCT iov names (each element `count` times). */
+inline size_t iov_bytes(const uct_iov_t *iov, size_t iovcnt)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        total += iov[i].length * std::max<size_t>(iov[i].count, 1);
+    }
+    return total;
+}
 
 /* One UCT operation: an iov to one contiguous remote range, or a
  * scatter-gather list (put/get_sgl_zcopy) whose segments each have their
