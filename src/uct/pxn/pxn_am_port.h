@@ -13,8 +13,9 @@
  *   check, names no attached iface or exceeds its credit is dropped and
  *   counted (`refused`), never delivered.
  * - pump() hands the grants received to `granted`, then asks every inbox
- *   for the grants it can give (AmInbox::grants) and sends them to the relay ports the hellos named, on inner eps made
- *   for them once (to-iface inner transports). A grant that cannot go now
+ *   for the grants it can give (AmInbox::grants) and sends them to the
+ *   relay ports the hellos named, on inner eps made for them once
+ *   (to-iface inner transports). A grant that cannot go now
  *   (UCS_ERR_NO_RESOURCE) is kept, the latest value per source, and sent
  *   in a later pump(): grants are cumulative.
  * - attach()/detach() make an iface's inbox reachable by its cookie

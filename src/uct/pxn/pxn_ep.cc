@@ -154,8 +154,6 @@ ucs_status_t Ep::lane_rkey(uct_rkey_t rkey, uint32_t *index)
     return status;
 }
 
-/* As SendRequest::add_iov() counts them (a count of 0 is one element). */
-
 /* As UCX's transports do: every operation leaves a TRACE_DATA line (UCX's
  * own tests count them; compiled out where UCX's build caps its log level
  * lower), and a length beyond what the iface advertises is the caller's

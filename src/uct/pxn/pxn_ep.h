@@ -244,6 +244,9 @@ private:
     /* An active message of `length` bytes (at most `max`) to handler `id`
      * of the peer: the peer receives them and the ep may send (admit()). */
     ucs_status_t admit_am(uint8_t id, size_t length, size_t max);
+    ucs_status_t stage_am(const char *what, uint8_t id, const void *header,
+                          size_t header_length, const uct_iov_t *iov,
+                          size_t iovcnt, size_t max, bool device_payload);
     /* Asks a (new) relay of the target's rail for a route; false when there
      * is none. */
     bool         reroute();

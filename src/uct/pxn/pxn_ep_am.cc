@@ -1,9 +1,10 @@
 /*
  * An ep's active messages: am_short, am_bcopy and am_zcopy to a peer on
  * another rail, staged in the call into the lane of the relay of the
- * peer's rail as plans of an AM piece (am_frame.h), forwarded by that relay to the peer
- * iface's port within the credit its inbox grants (pxn_relay_am.cc,
- * pxn_am_port.h) and handed to its handler by its progress.
+ * peer's rail as plans of an AM piece (am_frame.h), forwarded by that
+ * relay to the peer iface's port within the credit its inbox grants
+ * (pxn_relay_am.cc, pxn_am_port.h) and handed to its handler by its
+ * progress.
  */
 #include "pxn_ep.h"
 
@@ -133,61 +134,59 @@ ucs_status_t Ep::am_short(uint8_t id, uint64_t header, const void *payload,
     return am_short_iov(id, iov, (length != 0) ? 2 : 1);
 }
 
-ucs_status_t Ep::am_short_iov(uint8_t id, const uct_iov_t *iov, size_t iovcnt)
+/* One message: `header` (host memory) then the iov's elements, copied with
+ * memcpy, or by the driver where the payload may be GPU memory. */
+ucs_status_t Ep::stage_am(const char *what, uint8_t id, const void *header,
+                          size_t header_length, const uct_iov_t *iov,
+                          size_t iovcnt, size_t max, bool device_payload)
 {
-    const size_t total  = iov_bytes(iov, iovcnt);
-    ucs_status_t status = admit_am(id, total,
-                                   std::min(hub_->max_am(), hub_->max_short()));
-    if (status != UCS_OK) {
-        return status;
-    }
-    size_t packed = 0;
-    status = lane_->stage_now(this, am_op(route_, am_cookie_, id, total), &packed,
-                              [&](uint8_t *dest) {
-                                  pack_iov(dest, iov, iovcnt, copy_host);
-                                  trace_am_send(self_, id, dest, total);
-                                  return ssize_t(total);
-                              });
-    ucs_trace_data("pxn ep %p: am_short_iov id %u %zu bytes: %s", this, id, total,
-                   ucs_status_string(status));
-    issued_ += (status == UCS_OK);
-    return status;
-}
-
-ucs_status_t Ep::am_zcopy(uint8_t id, const void *header, unsigned header_length,
-                          const uct_iov_t *iov, size_t iovcnt)
-{
-    const size_t payload = iov_bytes(iov, iovcnt);
-    const size_t total   = header_length + payload;
-    ucs_status_t status  = check_am_zcopy(header_length, payload, iovcnt,
-                                          Ep::am_max_zcopy(hub_->max_am()));
-    if (status == UCS_OK) {
-        status = admit_am(id, total, hub_->max_am());
-    }
+    const size_t total  = header_length + iov_bytes(iov, iovcnt);
+    ucs_status_t status = admit_am(id, total, max);
     if (status != UCS_OK) {
         return status;
     }
     size_t packed = 0;
     status = lane_->stage_now(this, am_op(route_, am_cookie_, id, total),
                               &packed, [&](uint8_t *dest) {
-        /* the header is host memory (UCT's rule); the payload may be GPU
-         * memory that this process's md registered */
-        std::memcpy(dest, header, header_length);
-        const ucs_status_t copied = pack_iov(dest + header_length, iov, iovcnt,
-                                             copy_to_host);
+        if (header_length != 0) {
+            std::memcpy(dest, header, header_length);
+        }
+        const ucs_status_t copied =
+                device_payload ? pack_iov(dest + header_length, iov, iovcnt,
+                                          copy_to_host) :
+                                 pack_iov(dest + header_length, iov, iovcnt,
+                                          copy_host);
         if (copied != UCS_OK) {
             return ssize_t(copied);
         }
         trace_am_send(self_, id, dest, total);
         return ssize_t(total);
     });
-    ucs_trace_data("pxn ep %p: am_zcopy id %u %zu bytes: %s", this, id, total,
+    ucs_trace_data("pxn ep %p: %s id %u %zu bytes: %s", this, what, id, total,
                    ucs_status_string(status));
-    /* UCS_OK once staged, as am_bcopy: the caller's buffers are free again
-     * (UCT's "completed", comp not called; tcp's am_zcopy does the same
-     * when its bytes left at once) */
     issued_ += (status == UCS_OK);
     return status;
+}
+
+ucs_status_t Ep::am_short_iov(uint8_t id, const uct_iov_t *iov, size_t iovcnt)
+{
+    return stage_am("am_short_iov", id, nullptr, 0, iov, iovcnt,
+                    std::min(hub_->max_am(), hub_->max_short()), false);
+}
+
+/* UCS_OK once staged, as am_bcopy: the caller's buffers are free again
+ * (UCT's "completed", comp not called; tcp's am_zcopy does the same when
+ * its bytes left at once). The payload may be GPU memory that this
+ * process's md registered. */
+ucs_status_t Ep::am_zcopy(uint8_t id, const void *header, unsigned header_length,
+                          const uct_iov_t *iov, size_t iovcnt)
+{
+    const ucs_status_t status = check_am_zcopy(header_length,
+                                               iov_bytes(iov, iovcnt), iovcnt,
+                                               am_max_zcopy(hub_->max_am()));
+    return (status != UCS_OK) ? status :
+           stage_am("am_zcopy", id, header, header_length, iov, iovcnt,
+                    hub_->max_am(), true);
 }
 
 ssize_t Ep::am_bcopy(uint8_t id, uct_pack_callback_t pack, void *arg)

@@ -68,7 +68,8 @@ protected:
     ~SendOwner() = default;
 };
 
-/* The bytes a UCT iov names (each element `count` times). */
+/* The bytes a UCT iov names, as SendRequest::add_iov() counts them (each
+ * element `count` times; a count of 0 is once). */
 inline size_t iov_bytes(const uct_iov_t *iov, size_t iovcnt)
 {
     size_t total = 0;

@@ -120,17 +120,24 @@ TEST(AmInbox, GrantsNeverGiveOutMoreThanItsCapacity)
     EXPECT_TRUE(again.total.empty());
 }
 
-TEST(AmInbox, ConsumedRoomIsGrantedAgainToSourcesThatWaited)
+/* A 2048-byte inbox whose source 1 holds all its credit and whose source
+ * 2 got none (no room left for it). */
+void fill_with_source_1(AmInbox &inbox, Granted &g, uint32_t max_sources)
 {
-    AmInbox inbox;
-    ASSERT_EQ(UCS_OK, inbox.init(2048, 256, 2048, 4));
-    Granted g;
+    ASSERT_EQ(UCS_OK, inbox.init(2048, 256, 2048, max_sources));
     ASSERT_EQ(UCS_OK, inbox.hello(1));
     inbox.grants(std::ref(g));
     ASSERT_EQ(2048u, g.total[1]);
-    ASSERT_EQ(UCS_OK, inbox.hello(2)); /* no room left for it */
+    ASSERT_EQ(UCS_OK, inbox.hello(2));
     inbox.grants(std::ref(g));
-    EXPECT_EQ(0u, g.total.count(2));
+    ASSERT_EQ(0u, g.total.count(2));
+}
+
+TEST(AmInbox, ConsumedRoomIsGrantedAgainToSourcesThatWaited)
+{
+    AmInbox inbox;
+    Granted g;
+    ASSERT_NO_FATAL_FAILURE(fill_with_source_1(inbox, g, 4));
     const auto p = payload(256, 3);
     uint64_t sent = 0;
     while (sent + am_cost(256) <= 2048) {
@@ -164,14 +171,8 @@ TEST(AmInbox, HelloAgainStartsTheSourceOverAndBeyondMaxSourcesIsRefused)
 TEST(AmInbox, ASourcesByeGivesItsCreditToTheOthersAndItsMessagesAreRefusedAfter)
 {
     AmInbox inbox;
-    ASSERT_EQ(UCS_OK, inbox.init(2048, 256, 2048, 2));
     Granted g;
-    ASSERT_EQ(UCS_OK, inbox.hello(1));
-    inbox.grants(std::ref(g));
-    ASSERT_EQ(2048u, g.total[1]);
-    ASSERT_EQ(UCS_OK, inbox.hello(2)); /* no room left for it */
-    inbox.grants(std::ref(g));
-    EXPECT_EQ(0u, g.total.count(2));
+    ASSERT_NO_FATAL_FAILURE(fill_with_source_1(inbox, g, 2));
     const auto p = payload(256, 3);
     ASSERT_EQ(UCS_OK, inbox.push(1, 0, p.data(), 256));
     /* 1 ends with a message queued: what it did not use is room again,

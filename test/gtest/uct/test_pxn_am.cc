@@ -94,6 +94,19 @@ protected:
         return n;
     }
 
+    /* After `ms` more of the target's progress: it received `messages`,
+     * none corrupted or out of order. */
+    void expect_received_intact(PeerProcess *target, uint64_t messages,
+                                int ms = 200)
+    {
+        EXPECT_EQ("ok", target->call("progress " + std::to_string(ms)));
+        const auto n = stats(target);
+        ASSERT_EQ(4u, n.size());
+        EXPECT_EQ(messages, n[0]);
+        EXPECT_EQ(0u, n[1]) << "corrupted messages";
+        EXPECT_EQ(0u, n[2]) << "messages out of order";
+    }
+
     /* The target progresses ("serve") while the sender sends, then stops. */
     std::string send_served(CrossRail &c, const std::string &what)
     {
@@ -148,14 +161,9 @@ TEST_F(PxnAm, MessagesReachTheTargetsHandlersIntactAndInOrder)
     EXPECT_EQ("0", status_of(c.sender->call("am send iov 9 30 300")));
     EXPECT_EQ("0", status_of(c.sender->call("am send zcopy 9 20 5000")));
     EXPECT_EQ("0", status_of(c.sender->call("am send zcopy 12 5 8")));
-    EXPECT_EQ("ok", c.target->call("progress 500"));
-    const auto n = stats(c.target);
-    ASSERT_EQ(4u, n.size());
-    EXPECT_EQ(185u, n[0]);
-    EXPECT_EQ(0u, n[1]) << "corrupted messages";
-    EXPECT_EQ(0u, n[2]) << "messages out of order";
+    expect_received_intact(c.target, 185, 500);
     EXPECT_EQ(100u * 200 + 20 * 4000 + 10 * 8 + 30 * 300 + 20 * 5000 + 5 * 8,
-              n[3]);
+              stats(c.target)[3]);
 }
 
 TEST_F(PxnAm, ManyMoreMessagesThanOneCreditWindowAllArrive)
@@ -166,12 +174,7 @@ TEST_F(PxnAm, ManyMoreMessagesThanOneCreditWindowAllArrive)
     /* 16 MB: the route's credit (256 KiB) comes back again and again */
     const std::string done = send_served(c, "am send bcopy 3 4000 4000");
     EXPECT_EQ("0", status_of(done)) << done;
-    EXPECT_EQ("ok", c.target->call("progress 200"));
-    const auto n = stats(c.target);
-    ASSERT_EQ(4u, n.size());
-    EXPECT_EQ(4000u, n[0]);
-    EXPECT_EQ(0u, n[1]);
-    EXPECT_EQ(0u, n[2]);
+    expect_received_intact(c.target, 4000);
 }
 
 /* A message goes out in the posting call: an application may send one and
@@ -241,12 +244,7 @@ TEST_F(PxnAm, EpsMadeAndDestroyedAgainAndAgainLeaveTheTargetsCreditWhole)
         ASSERT_EQ("0", status_of(done)) << "ep " << i << ": " << done;
     }
     EXPECT_EQ("ok", c.target->call("stop"));
-    EXPECT_EQ("ok", c.target->call("progress 200"));
-    const auto n = stats(c.target);
-    ASSERT_EQ(4u, n.size());
-    EXPECT_EQ(400u, n[0]);
-    EXPECT_EQ(0u, n[1]);
-    EXPECT_EQ(0u, n[2]);
+    expect_received_intact(c.target, 400);
 }
 
 /* The target's engine thread stopped (ptrace), asleep, once the flow has
