@@ -4,9 +4,11 @@
 # machine's 16 cores. $1:
 #   main  the GPU tests of active messages (PxnCuda.AmZcopy*: am_zcopy of a
 #         GPU payload), then contrib/railonly.sh (UCP through pxn alone on a
-#         rail-only fabric, beside same-rail), ranks unbound, then bound:
+#         rail-only fabric, beside same-rail), ranks unbound (`bound`: the
+#         same with the ranks bound):
 #         latency 8 B - 1 MiB, bandwidth 64 KiB - 16 MiB (tag and AM), and
 #         NIXL's notification pattern (nixl_notify)
+#   tests the GPU tests alone
 #   ab    what two settings do, latency and bandwidth around the eager
 #         limit: UCX_TCP_TX_SEG_SIZE=8k (pxn's inner tcp with tcp's own
 #         8 KiB send segments, as before 82c582a; UCP's same-rail tcp has
@@ -18,6 +20,7 @@ mkdir -p "$out"
 section() { printf '\n==== %s (%s)\n' "$*" "$(date +%T)"; }
 section machine; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc
 export PATH=$c/iproute/bin:$PATH PXN_BUILD_DIR=$c/build PXN_UCX_PREFIX=$c/ucx
+export PXN_SOURCE_DIR=$top PXN_MODULE_INSTALLED=$c/ucx/lib/ucx/libuct_pxn.so.0
 export LD_LIBRARY_PATH=$c/ucx/lib:$c/extra
 cp "$c/build/.libs/libuct_pxn.so.0.0.0" "$c/ucx/lib/ucx/libuct_pxn.so.0"
 cp "$c/build/.libs/libpxn_transport.so.0.0.0" "$c/ucx/lib/ucx/libpxn_transport.so.0"
@@ -27,17 +30,21 @@ ro() { # <file> <timeout> <railonly.sh args...>
     section "railonly.sh $* ${ENV_NOTE:-}"
     timeout "$t" bash contrib/railonly.sh "$@" 2>&1 | tee -a "$out/$f"
 }
-if [ "$1" = main ]; then
+if [ "$1" = main ] || [ "$1" = bound ] || [ "$1" = tests ]; then
     section "GPU tests"
     timeout 120 "$c/build/test/gtest/uct_gtest" \
         --gtest_filter='PxnCuda.AmZcopy*:PxnCuda.GpuSourceIntoAHostArena' 2>&1 |
         tee "$out/tests.txt" | grep -vE '^\[ *RUN '
-    for b in "" --bind; do
+fi
+if [ "$1" = main ] || [ "$1" = bound ]; then
+    b=""
+    [ "$1" = bound ] && b=--bind
+    {
         f=railonly${b:+-bind}.txt
         ro "$f" 150 --tests tag_lat,ucp_am_lat --sizes 8,1K,8K,16K,64K,1M $b
         ro "$f" 120 --tests tag_bw,ucp_am_bw --sizes 64K,1M,16M $b
         ro "$f" 60 --tests nixl_notify --sizes 8,64K $b
-    done
+    }
 fi
 if [ "$1" = ab ]; then
     for b in "" --bind; do

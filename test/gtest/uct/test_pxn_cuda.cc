@@ -84,6 +84,11 @@ protected:
                                    (inner == "tcp") ? "lo" : "cuda";
         env.insert(env.begin(), "UCX_PXN_CUDA_DEVICE=" +
                                 std::to_string((rail.back() - 'A') % gpu_count()));
+        if (inner == "tcp") {
+            /* lo is no GPU's nearest NIC: without this a process with a
+             * GPU would not be at home on it, and so no target. */
+            env.insert(env.begin(), "UCX_PXN_HOME_DEVICE=lo");
+        }
         env.insert(env.begin(),
                    {"UCX_PXN_NODE_ID=node" + std::to_string(node),
                     "UCX_PXN_GROUP=" + group(node),
