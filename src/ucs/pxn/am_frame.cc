@@ -1,6 +1,7 @@
 #include "am_frame.h"
 
 #include <cstring>
+#include <initializer_list>
 
 namespace pxn {
 
@@ -35,6 +36,39 @@ bool read_address(const uint8_t *&pos, const uint8_t *end, Bytes *address)
     address->assign(pos, pos + length);
     pos += length;
     return true;
+}
+
+/* A header, `fixed` bytes, then u8-length-prefixed addresses: the frame's
+ * length, or 0 when `capacity` is too small or an address is longer than
+ * 255 bytes. */
+size_t write_addressed(void *out, size_t capacity, AmFrameKind kind,
+                       uint32_t cookie, uint64_t source, const void *fixed,
+                       size_t fixed_length,
+                       std::initializer_list<const Bytes*> addresses)
+{
+    size_t length = sizeof(AmFrameHeader) + fixed_length;
+    for (const Bytes *address : addresses) {
+        if (address->size() > UINT8_MAX) {
+            return 0;
+        }
+        length += 1 + address->size();
+    }
+    if (write_header(out, capacity, length, kind, 0, cookie, source) == 0) {
+        return 0;
+    }
+    auto *pos = static_cast<uint8_t*>(out) + sizeof(AmFrameHeader);
+    if (fixed_length != 0) {
+        std::memcpy(pos, fixed, fixed_length);
+        pos += fixed_length;
+    }
+    for (const Bytes *address : addresses) {
+        *pos++ = uint8_t(address->size());
+        if (!address->empty()) {
+            std::memcpy(pos, address->data(), address->size());
+        }
+        pos += address->size();
+    }
+    return length;
 }
 
 } // namespace
@@ -83,10 +117,29 @@ ucs_status_t read_am_frame(const void *data, size_t length, AmFrame *frame)
         std::memcpy(&f.grant, body, sizeof(f.grant));
         break;
     case kAmBye:
+    case kAmUnwire:
         if ((h.am_id != 0) || (h.cookie == 0) || (body_length != 0)) {
             return UCS_ERR_INVALID_PARAM;
         }
         break;
+    case kAmWire: {
+        const uint8_t *pos = body;
+        if ((h.am_id != 0) || (h.cookie == 0) ||
+            !read_address(pos, end, &f.relay_dev) ||
+            !read_address(pos, end, &f.ep) ||
+            !read_address(pos, end, &f.relay_iface) || (pos != end)) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        break;
+    }
+    case kAmWired: {
+        const uint8_t *pos = body;
+        if ((h.am_id != 0) || (h.cookie == 0) || !read_address(pos, end, &f.ep) ||
+            (pos != end)) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        break;
+    }
     default:
         return UCS_ERR_INVALID_PARAM;
     }
@@ -105,26 +158,9 @@ size_t write_am_hello(void *out, size_t capacity, uint64_t source,
                       uint32_t cookie, uint64_t relay, const Bytes &relay_dev,
                       const Bytes &relay_iface)
 {
-    if ((relay_dev.size() > UINT8_MAX) || (relay_iface.size() > UINT8_MAX)) {
-        return 0;
-    }
-    const size_t length = sizeof(AmFrameHeader) + sizeof(AmHello) + 2 +
-                          relay_dev.size() + relay_iface.size();
-    if (write_header(out, capacity, length, kAmHello, 0, cookie, source) == 0) {
-        return 0;
-    }
-    auto *pos = static_cast<uint8_t*>(out) + sizeof(AmFrameHeader);
     const AmHello hello{relay};
-    std::memcpy(pos, &hello, sizeof(hello));
-    pos += sizeof(hello);
-    for (const Bytes *address : {&relay_dev, &relay_iface}) {
-        *pos++ = uint8_t(address->size());
-        if (!address->empty()) {
-            std::memcpy(pos, address->data(), address->size());
-        }
-        pos += address->size();
-    }
-    return length;
+    return write_addressed(out, capacity, kAmHello, cookie, source, &hello,
+                           sizeof(hello), {&relay_dev, &relay_iface});
 }
 
 size_t write_am_grant(void *out, size_t capacity, uint64_t source,
@@ -145,6 +181,28 @@ size_t write_am_bye(void *out, size_t capacity, uint64_t source,
 {
     return write_header(out, capacity, sizeof(AmFrameHeader), kAmBye, 0, cookie,
                         source);
+}
+
+size_t write_am_wire(void *out, size_t capacity, uint64_t source,
+                     uint32_t cookie, const Bytes &relay_dev,
+                     const Bytes &relay_ep, const Bytes &relay_iface)
+{
+    return write_addressed(out, capacity, kAmWire, cookie, source, nullptr, 0,
+                           {&relay_dev, &relay_ep, &relay_iface});
+}
+
+size_t write_am_wired(void *out, size_t capacity, uint64_t source,
+                      uint32_t cookie, const Bytes &target_ep)
+{
+    return write_addressed(out, capacity, kAmWired, cookie, source, nullptr,
+                           0, {&target_ep});
+}
+
+size_t write_am_unwire(void *out, size_t capacity, uint64_t source,
+                       uint32_t cookie)
+{
+    return write_header(out, capacity, sizeof(AmFrameHeader), kAmUnwire, 0,
+                        cookie, source);
 }
 
 } // namespace pxn

@@ -23,6 +23,17 @@
  *   kAmBye:   nothing more: the route `source` to the iface `cookie` ends
  *             (its relay lives on), after its last data frame on the same
  *             inner ep; the target takes back the credit it still holds.
+ * and, where the inner transport connects ep to ep (UCX_PXN_NET_CONNECT=
+ * wired: rc), for the relay's own connection to the target's port, the
+ * frames going over the port's to-iface wiring transport (ud, dc; tcp):
+ *   kAmWire:    the relay port's inner device address, its new ep's
+ *               address and its wiring iface address (u8 length, bytes,
+ *               three times): connect an ep of yours to mine and tell me
+ *               its address;
+ *   kAmWired:   the target's answer: its ep's address (u8 length, bytes);
+ *   kAmUnwire:  nothing more: the route ended, the target's ep may go.
+ * In these three, `cookie` is the relay's route id + 1 and `source` the
+ * route's generation (RouteTable).
  * Fields are in the byte order of the hosts (pxn's nodes share one
  * architecture). A frame is checked whole before anything in it is used
  * (read_am_frame()); a receiver counts and drops what fails.
@@ -71,7 +82,10 @@ enum AmFrameKind : uint8_t {
     kAmData  = 1,
     kAmHello = 2,
     kAmGrant = 3,
-    kAmBye   = 4
+    kAmBye   = 4,
+    kAmWire  = 5,
+    kAmWired = 6,
+    kAmUnwire = 7
 };
 
 struct AmFrameHeader {
@@ -79,6 +93,7 @@ struct AmFrameHeader {
     uint8_t  am_id;    /* kAmData: the UCT AM id; else 0 */
     uint16_t reserved; /* 0 */
     uint32_t cookie;   /* kAmData, kAmHello, kAmBye: the target iface;
+                          kAmWire, kAmWired, kAmUnwire: route id + 1;
                           else 0 */
     uint64_t source;   /* the route: its relay's token for it */
 };
@@ -109,8 +124,10 @@ struct AmFrame {
     const uint8_t *payload        = nullptr; /* kAmData */
     size_t         payload_length = 0;
     AmHello        hello{};                  /* kAmHello */
-    Bytes          relay_dev;                /* kAmHello */
-    Bytes          relay_iface;              /* kAmHello */
+    Bytes          relay_dev;                /* kAmHello, kAmWire */
+    Bytes          relay_iface;              /* kAmHello, kAmWire */
+    Bytes          ep;                       /* kAmWire: the relay's,
+                                                kAmWired: the target's */
     AmGrant        grant{};                  /* kAmGrant */
 };
 
@@ -118,8 +135,9 @@ struct AmFrame {
  * of *frame to use) for: a frame shorter than its kind needs, an unknown
  * kind, reserved bits set, an AM id >= kAmIdCount, a cookie of 0 where one
  * is needed (or one where none is), a hello whose addresses overrun the
- * frame or leave bytes after them, a grant of the wrong length, a bye with
- * a body. */
+ * frame or leave bytes after them, a grant of the wrong length, a bye or
+ * an unwire with a body, a wire or wired frame whose addresses overrun it
+ * or leave bytes after them. */
 ucs_status_t read_am_frame(const void *data, size_t length, AmFrame *frame);
 
 /* The writers: each returns the frame's length, or 0 when `capacity` is
@@ -133,6 +151,13 @@ size_t write_am_grant(void *out, size_t capacity, uint64_t source,
                       uint64_t granted);
 size_t write_am_bye(void *out, size_t capacity, uint64_t source,
                     uint32_t cookie);
+size_t write_am_wire(void *out, size_t capacity, uint64_t source,
+                     uint32_t cookie, const Bytes &relay_dev,
+                     const Bytes &relay_ep, const Bytes &relay_iface);
+size_t write_am_wired(void *out, size_t capacity, uint64_t source,
+                      uint32_t cookie, const Bytes &target_ep);
+size_t write_am_unwire(void *out, size_t capacity, uint64_t source,
+                       uint32_t cookie);
 
 } // namespace pxn
 

@@ -51,7 +51,9 @@ constexpr size_t   kMaxNodeIdLength  = 63;
 enum class ConnectModel {
     kAuto,  /* to-iface when the inner transport supports it, else to-ep */
     kIface, /* the relay connects from the target's iface address */
-    kEp     /* ep-to-ep addresses exchanged through the pxn ep address */
+    kEp,    /* ep-to-ep addresses exchanged through the pxn ep address */
+    kWired  /* to-iface towards UCP; the relay wires its own ep-to-ep inner
+               connection over a to-iface transport of the same device */
 };
 
 /* Whether pxn is active in a process (UCX_PXN_ENABLE). */

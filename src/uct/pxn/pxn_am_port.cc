@@ -4,6 +4,8 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <algorithm>
+
 namespace pxn {
 namespace uct {
 
@@ -24,8 +26,24 @@ Bytes relay_key(const Bytes &dev, const Bytes &iface)
 
 } // namespace
 
+AmPort::AmPort(Net *net) : net_(net)
+{
+    net_->set_port_ep_failure([this](uct_ep_h ep, ucs_status_t) {
+        std::lock_guard<std::mutex> guard(mutex_);
+        try {
+            failed_.push_back(ep);
+        } catch (const std::bad_alloc&) {
+            /* the ep stays until the port closes */
+        }
+    });
+}
+
 AmPort::~AmPort()
 {
+    net_->set_port_ep_failure(nullptr);
+    for (auto &entry : wired_) {
+        net_->ep_destroy(entry.second.ep);
+    }
     for (auto &entry : eps_) {
         net_->ep_destroy(entry.second);
     }
@@ -72,6 +90,26 @@ void AmPort::receive(const void *data, size_t length)
     }
     const AmFrameHeader &h = frame.header;
     std::lock_guard<std::mutex> guard(mutex_);
+    if ((h.kind == kAmWire) || (h.kind == kAmUnwire) || (h.kind == kAmWired)) {
+        if (net_->mode() != Net::ConnectMode::kWired) {
+            refused_.fetch_add(1, std::memory_order_relaxed);
+            return;
+        }
+        /* eps are made and destroyed in pump(), not inside the inner
+         * transport's callback */
+        try {
+            if (h.kind == kAmWired) {
+                answers_.push_back({h.cookie - 1, h.source, frame.ep});
+            } else {
+                (h.kind == kAmWire ? wires_ : unwires_).push_back(
+                        {relay_key(frame.relay_dev, frame.relay_iface),
+                         frame.ep, h.cookie - 1, h.source});
+            }
+        } catch (const std::bad_alloc&) {
+            refused_.fetch_add(1, std::memory_order_relaxed);
+        }
+        return;
+    }
     if (h.kind == kAmGrant) {
         try {
             granted_.emplace_back(h.source, frame.grant.granted);
@@ -116,30 +154,110 @@ void AmPort::receive(const void *data, size_t length)
     }
 }
 
-bool AmPort::send_grant(uint64_t source, const Owed &owed)
+bool AmPort::send_to_relay(const Bytes &relay, const void *frame,
+                           size_t length)
 {
-    auto it = eps_.find(owed.relay);
+    auto it = eps_.find(relay);
     if (it == eps_.end()) {
-        const Bytes &key = owed.relay;
-        const size_t dev_len = key[0];
+        const size_t dev_len = relay[0];
         uct_ep_h ep;
-        /* the relay port's addresses as its hello gave them */
-        if (net_->ep_create_to_iface(&key[1], &key[1 + dev_len], &ep) != UCS_OK) {
+        /* the relay port's addresses as its hello (or wire request) gave
+         * them */
+        if (net_->ep_create_to_iface(&relay[1], &relay[1 + dev_len], &ep) !=
+            UCS_OK) {
             return false;
         }
-        it = eps_.emplace(key, ep).first;
+        it = eps_.emplace(relay, ep).first;
     }
+    return net_->am_send(it->second, frame, length, nullptr, 0) == UCS_OK;
+}
+
+bool AmPort::send_grant(uint64_t source, const Owed &owed)
+{
     uint8_t frame[sizeof(AmFrameHeader) + sizeof(AmGrant)];
     const size_t length = write_am_grant(frame, sizeof(frame), source,
                                          owed.granted);
-    return net_->am_send(it->second, frame, length, nullptr, 0) == UCS_OK;
+    return send_to_relay(owed.relay, frame, length);
+}
+
+bool AmPort::answer_wire(const Wire &wire, const WiredEp &ep)
+{
+    uint8_t frame[sizeof(AmFrameHeader) + 1 + UINT8_MAX];
+    const size_t length = write_am_wired(frame, sizeof(frame), wire.gen,
+                                         wire.id + 1, ep.address);
+    return (length != 0) && send_to_relay(wire.relay, frame, length);
+}
+
+unsigned AmPort::pump_wiring(const OnWired &wired)
+{
+    unsigned work = 0;
+    for (const Answer &answer : answers_) {
+        wired(answer.id, answer.gen, answer.ep);
+        ++work;
+    }
+    answers_.clear();
+    for (auto it = wired_.begin(); it != wired_.end();) {
+        const bool gone =
+                std::find(failed_.begin(), failed_.end(), it->second.ep) !=
+                        failed_.end() ||
+                std::find_if(unwires_.begin(), unwires_.end(), [&](const Wire &w) {
+                    return !(w < it->first) && !(it->first < w);
+                }) != unwires_.end();
+        if (gone) {
+            net_->ep_destroy(it->second.ep);
+            it = wired_.erase(it);
+            ++work;
+        } else {
+            ++it;
+        }
+    }
+    failed_.clear();
+    unwires_.clear();
+    for (const Wire &wire : wires_) {
+        if (wired_.count(wire) != 0) {
+            continue; /* a repeated request: answered as the first */
+        }
+        const Bytes &key = wire.relay;
+        WiredEp ep{nullptr, {}, false};
+        if ((key[0] != net_->attr().device_addr_len) ||
+            (wire.relay_ep.size() != net_->attr().ep_addr_len) ||
+            (net_->ep_create_unconnected(&ep.ep, &ep.address) != UCS_OK)) {
+            refused_.fetch_add(1, std::memory_order_relaxed);
+            continue;
+        }
+        if (net_->ep_connect(ep.ep, &key[1], wire.relay_ep.data()) != UCS_OK) {
+            net_->ep_destroy(ep.ep);
+            refused_.fetch_add(1, std::memory_order_relaxed);
+            continue;
+        }
+        try {
+            wired_.emplace(wire, std::move(ep));
+        } catch (const std::bad_alloc&) {
+            net_->ep_destroy(ep.ep); /* its relay's wiring times out */
+        }
+        ++work;
+    }
+    wires_.clear();
+    for (auto &entry : wired_) {
+        if (!entry.second.answered && answer_wire(entry.first, entry.second)) {
+            entry.second.answered = true; /* else again at the next pump() */
+            ++work;
+        }
+    }
+    return work;
 }
 
 bool AmPort::pending()
 {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (!granted_.empty() || !owed_.empty()) {
+    if (!granted_.empty() || !owed_.empty() || !answers_.empty() ||
+        !wires_.empty() || !unwires_.empty() || !failed_.empty()) {
         return true;
+    }
+    for (const auto &entry : wired_) {
+        if (!entry.second.answered) {
+            return true;
+        }
     }
     for (const auto &entry : sinks_) {
         if (entry.second.inbox->grant_pending()) {
@@ -149,10 +267,10 @@ bool AmPort::pending()
     return false;
 }
 
-unsigned AmPort::pump(const OnGrant &granted)
+unsigned AmPort::pump(const OnGrant &granted, const OnWired &wired)
 {
     std::lock_guard<std::mutex> guard(mutex_);
-    unsigned sent = 0;
+    unsigned sent = pump_wiring(wired);
     for (const auto &grant : granted_) {
         granted(grant.first, grant.second);
         ++sent;

@@ -20,6 +20,12 @@
  *   in a later pump(): grants are cumulative.
  * - attach()/detach() make an iface's inbox reachable by its cookie
  *   (unique in the process, never 0).
+ * - Wired ports (Net::ConnectMode::kWired): a relay's wire request
+ *   (kAmWire) makes pump() create an inner ep, connect it to the relay's
+ *   and answer with its address (kAmWired) on the ep to the relay port;
+ *   the ep lives until that route's kAmUnwire, the inner transport
+ *   declares it failed, or the port closes. An answer that arrives for a
+ *   relay on this port goes to `wired` at the next pump().
  *
  * Threading: receive() and pump() run inside the port's progress or the
  * engine's round, with the Net lock held; attach() and detach() on the
@@ -37,6 +43,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -48,8 +55,12 @@ class AmPort {
 public:
     /* A grant for a route of a relay on this port: (source, granted). */
     using OnGrant = std::function<void(uint64_t source, uint64_t granted)>;
+    /* A wiring answer for route `id` (generation `gen`) of a relay on
+     * this port: the target's ep address. */
+    using OnWired = std::function<void(uint32_t id, uint64_t gen,
+                                       const Bytes &target_ep)>;
 
-    explicit AmPort(Net *net) : net_(net) {}
+    explicit AmPort(Net *net);
     ~AmPort();
     AmPort(const AmPort&) = delete;
     AmPort &operator=(const AmPort&) = delete;
@@ -61,7 +72,7 @@ public:
     void     receive(const void *data, size_t length);
     /* pump() has work: grants received, or an inbox with room to grant. */
     bool     pending();
-    unsigned pump(const OnGrant &granted);
+    unsigned pump(const OnGrant &granted, const OnWired &wired);
 
     /* Frames dropped: malformed, no such iface, beyond credit. */
     uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
@@ -77,8 +88,35 @@ private:
         Bytes    relay; /* dev | iface key into eps_ */
     };
 
+    /* A relay's wiring: its route (id, generation) at one relay port. */
+    struct Wire {
+        Bytes    relay;   /* dev | iface key into eps_ */
+        Bytes    relay_ep;
+        uint32_t id  = 0;
+        uint64_t gen = 0;
+        bool operator<(const Wire &o) const
+        {
+            return std::tie(relay, id, gen) < std::tie(o.relay, o.id, o.gen);
+        }
+    };
+    struct WiredEp {
+        uct_ep_h ep;
+        Bytes    address;  /* what the answer carries */
+        bool     answered;
+    };
+    struct Answer {
+        uint32_t id;
+        uint64_t gen;
+        Bytes    ep;
+    };
+
     void send_grants(uint32_t cookie, Sink &sink);
+    /* One frame to the relay port `relay`, on the ep made for it once. */
+    bool send_to_relay(const Bytes &relay, const void *frame, size_t length);
     bool send_grant(uint64_t source, const Owed &owed);
+    /* pump()'s wiring work: answers, new wires, unwires, failed eps. */
+    unsigned pump_wiring(const OnWired &wired);
+    bool     answer_wire(const Wire &wire, const WiredEp &ep);
 
     Net                                *net_;
     std::vector<std::pair<uint64_t, uint64_t>> granted_; /* received */
@@ -86,6 +124,12 @@ private:
     std::map<uint32_t, Sink>            sinks_;
     std::map<uint64_t, Owed>            owed_;  /* source -> grant to send */
     std::map<Bytes, uct_ep_h>           eps_;   /* relay port -> inner ep */
+    /* wired ports */
+    std::vector<Answer>                 answers_;  /* received, for relays */
+    std::vector<Wire>                   wires_;    /* requests received */
+    std::vector<Wire>                   unwires_;  /* routes that ended */
+    std::vector<uct_ep_h>               failed_;   /* eps the transport failed */
+    std::map<Wire, WiredEp>             wired_;    /* this port's eps */
     std::atomic<uint64_t>               refused_{0};
     static std::atomic<uint32_t>        next_cookie_;
 };

@@ -86,7 +86,7 @@ static ucs_status_t uct_pxn_iface_query(uct_iface_h tl_iface,
         return UCS_OK;
     }
     const uct_iface_attr_t &inner = hub->net().attr();
-    const bool to_iface = (hub->net().mode() == pxn::uct::Net::ConnectMode::kIface);
+    const bool to_iface = hub->net().to_iface();
 
     uct_base_iface_query(&iface->super, attr);
     attr->cap.flags = UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
@@ -161,7 +161,7 @@ static ucs_status_t uct_pxn_iface_get_address(uct_iface_h tl_iface,
 {
     Hub *hub = hub_of(tl_iface);
     if ((hub != nullptr) &&
-        (hub->net().mode() == pxn::uct::Net::ConnectMode::kIface)) {
+        hub->net().to_iface()) {
         pxn::pack_iface_address(hub->inner_iface_address(), hub->am_cookie(),
                                 reinterpret_cast<uint8_t*>(addr));
     }

@@ -24,7 +24,7 @@ extern "C" {
 #include <vector>
 
 static const char *uct_pxn_enable_names[]        = {"auto", "y", "n", NULL};
-static const char *uct_pxn_connect_model_names[] = {"auto", "iface", "ep", NULL};
+static const char *uct_pxn_connect_model_names[] = {"auto", "iface", "ep", "wired", NULL};
 static const char *uct_pxn_arena_names[]         = {"auto", "host", "cuda", NULL};
 static const char *uct_pxn_copy_names[]          = {"auto", "ce", "sm", NULL};
 
@@ -79,8 +79,11 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
     {"NET_CONNECT", "auto",
      "How relays connect to targets over the inner transport: 'iface' (from\n"
      "the target's interface address), 'ep' (ep-to-ep addresses exchanged\n"
-     "through pxn's ep address, as rc needs), or 'auto' (iface when the inner\n"
-     "transport supports it).",
+     "through pxn's ep address, as rc needs), 'wired' (pxn connects to\n"
+     "interfaces and carries active messages; each relay wires its own\n"
+     "ep-to-ep inner connection to a target over a to-iface transport of the\n"
+     "same device: ud or dc beside rc, tcp beside tcp), or 'auto' (iface when\n"
+     "the inner transport supports it, else ep).",
      ucs_offsetof(uct_pxn_md_config_t, connect_model),
      UCS_CONFIG_TYPE_ENUM(uct_pxn_connect_model_names)},
 

@@ -11,6 +11,8 @@ extern "C" {
 #include <ucs/stats/stats_fwd.h>
 
 #include <cstring>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 namespace pxn {
 namespace uct {
@@ -54,8 +56,11 @@ size_t am_pack(void *dest, void *arg)
 
 UctNet::~UctNet()
 {
-    if (iface_ != nullptr) {
-        uct_iface_close(iface_);
+    close_event_fd();
+    for (uct_iface_h iface : {iface_, wire_iface_}) {
+        if (iface != nullptr) {
+            uct_iface_close(iface);
+        }
     }
     if (worker_ != nullptr) {
         uct_worker_destroy(worker_);
@@ -65,36 +70,12 @@ UctNet::~UctNet()
     }
 }
 
-ucs_status_t UctNet::open(const InnerMd &md, const std::string &tl_name,
-                          const std::string &device, bool prefer_ep,
-                          std::unique_ptr<Net> *net_p)
+ucs_status_t UctNet::open_iface(const std::string &tl_name, uct_iface_h *iface,
+                                uct_iface_attr_t *attr)
 {
-    std::unique_ptr<UctNet> net(new UctNet());
-    net->tl_name_   = tl_name;
-    net->device_    = device;
-    net->md_        = md.md();
-    net->md_name_   = md.info().md_name;
-    net->component_ = md.component();
-    net->md_flags_  = md.attr().cap.flags;
-
-    ucs_status_t status = ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
-                                                   &net->async_);
-    if (status != UCS_OK) {
-        ucs_error("pxn: failed to create async context: %s",
-                  ucs_status_string(status));
-        return status;
-    }
-    status = uct_worker_create(net->async_, UCS_THREAD_MODE_SERIALIZED,
-                               &net->worker_);
-    if (status != UCS_OK) {
-        ucs_error("pxn: failed to create inner worker: %s",
-                  ucs_status_string(status));
-        return status;
-    }
-
     uct_iface_config_t *config;
-    status = uct_md_iface_config_read(md.md(), tl_name.c_str(), NULL, NULL,
-                                      &config);
+    ucs_status_t status = uct_md_iface_config_read(md_, tl_name.c_str(), NULL,
+                                                   NULL, &config);
     if (status != UCS_OK) {
         ucs_error("pxn: failed to read %s configuration: %s", tl_name.c_str(),
                   ucs_status_string(status));
@@ -122,26 +103,135 @@ ucs_status_t UctNet::open(const InnerMd &md, const std::string &tl_name,
                                   UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
     params.mode.device.tl_name  = tl_name.c_str();
-    params.mode.device.dev_name = device.c_str();
+    params.mode.device.dev_name = device_.c_str();
     params.err_handler          = net_error_handler;
-    params.err_handler_arg      = net.get();
+    params.err_handler_arg      = this;
     params.err_handler_flags    = 0;
 #ifdef ENABLE_STATS
     /* With statistics on, an iface without a parent node fails to open. */
     params.field_mask          |= UCT_IFACE_PARAM_FIELD_STATS_ROOT;
     params.stats_root           = ucs_stats_get_root();
 #endif
-    status = uct_iface_open(md.md(), net->worker_, &params, config, &net->iface_);
+    status = uct_iface_open(md_, worker_, &params, config, iface);
     uct_config_release(config);
     if (status != UCS_OK) {
         ucs_error("pxn: failed to open inner %s on %s: %s", tl_name.c_str(),
-                  device.c_str(), ucs_status_string(status));
+                  device_.c_str(), ucs_status_string(status));
         return status;
     }
-    status = uct_iface_query(net->iface_, &net->attr_);
+    status = uct_iface_query(*iface, attr);
     if (status != UCS_OK) {
         ucs_error("pxn: failed to query inner %s/%s: %s", tl_name.c_str(),
-                  device.c_str(), ucs_status_string(status));
+                  device_.c_str(), ucs_status_string(status));
+    }
+    return status;
+}
+
+ucs_status_t UctNet::open_events(uct_iface_h iface, const uct_iface_attr_t &attr,
+                                 unsigned *events)
+{
+    *events = 0;
+    int fd  = -1;
+    /* cuda_ipc's arm puts a host function into each copy stream with work
+     * in flight (cuLaunchHostFunc): every later copy on that stream waits
+     * for the host thread to run it, so a relay that slept on that fd
+     * between pieces would hold back its own next copies. Its completions
+     * are polled instead (the engine naps, relay-engine.md). */
+    if (!(attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_FD) ||
+        (tl_name_ == "cuda_ipc") ||
+        (uct_iface_event_fd_get(iface, &fd) != UCS_OK)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    *events = ((attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV) ?
+               UCT_EVENT_RECV : 0) |
+              ((attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_SEND_COMP) ?
+               UCT_EVENT_SEND_COMP : 0);
+    if (wire_iface_ == nullptr) {
+        event_fd_ = fd;
+        return UCS_OK;
+    }
+    /* two ifaces: one fd for both */
+    if ((event_fd_ < 0) && ((event_fd_ = epoll_create1(EPOLL_CLOEXEC)) < 0)) {
+        return UCS_ERR_IO_ERROR;
+    }
+    struct epoll_event ev = {};
+    ev.events = EPOLLIN;
+    return (epoll_ctl(event_fd_, EPOLL_CTL_ADD, fd, &ev) == 0) ?
+           UCS_OK : UCS_ERR_IO_ERROR;
+}
+
+ucs_status_t UctNet::open_wire(const std::string &tl_name)
+{
+    /* the to-iface transports with active messages beside each connect-to-ep
+     * one, on the same device: what reaches a peer that the ep-to-ep one
+     * reaches too */
+    std::vector<std::string> candidates;
+    if (tl_name == "tcp") {
+        candidates = {"tcp"};
+    } else if (tl_name == "rc_mlx5") {
+        candidates = {"dc_mlx5", "ud_mlx5", "ud_verbs"};
+    } else if (tl_name == "rc_verbs") {
+        candidates = {"ud_verbs"};
+    }
+    const Bytes dev = device_address();
+    for (const std::string &wire : candidates) {
+        uct_iface_h iface;
+        uct_iface_attr_t attr;
+        if (!md_offers(md_, wire, device_) ||
+            (open_iface(wire, &iface, &attr) != UCS_OK)) {
+            continue;
+        }
+        Bytes wire_dev(attr.device_addr_len);
+        uct_iface_get_device_address(iface, reinterpret_cast<uct_device_addr_t*>(
+                                                    wire_dev.data()));
+        if (!(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) ||
+            !(attr.cap.flags & UCT_IFACE_FLAG_AM_BCOPY) || (wire_dev != dev)) {
+            ucs_debug("pxn: inner %s/%s cannot wire %s: %s", wire.c_str(),
+                      device_.c_str(), tl_name.c_str(),
+                      (wire_dev != dev) ? "another device address" :
+                                          "no to-iface active messages");
+            uct_iface_close(iface);
+            continue;
+        }
+        wire_iface_ = iface;
+        wire_attr_  = attr;
+        wire_tl_    = wire;
+        return UCS_OK;
+    }
+    ucs_error("pxn: UCX_PXN_NET_CONNECT=wired: no to-iface transport with "
+              "active messages beside inner %s on %s", tl_name.c_str(),
+              device_.c_str());
+    return UCS_ERR_UNSUPPORTED;
+}
+
+ucs_status_t UctNet::open(const InnerMd &md, const std::string &tl_name,
+                          const std::string &device, ConnectModel model,
+                          std::unique_ptr<Net> *net_p)
+{
+    std::unique_ptr<UctNet> net(new UctNet());
+    net->tl_name_   = tl_name;
+    net->device_    = device;
+    net->md_        = md.md();
+    net->md_name_   = md.info().md_name;
+    net->component_ = md.component();
+    net->md_flags_  = md.attr().cap.flags;
+
+    ucs_status_t status = ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                                   &net->async_);
+    if (status != UCS_OK) {
+        ucs_error("pxn: failed to create async context: %s",
+                  ucs_status_string(status));
+        return status;
+    }
+    status = uct_worker_create(net->async_, UCS_THREAD_MODE_SERIALIZED,
+                               &net->worker_);
+    if (status != UCS_OK) {
+        ucs_error("pxn: failed to create inner worker: %s",
+                  ucs_status_string(status));
+        return status;
+    }
+    status = net->open_iface(tl_name, &net->iface_, &net->attr_);
+    if (status != UCS_OK) {
         return status;
     }
 
@@ -153,32 +243,36 @@ ucs_status_t UctNet::open(const InnerMd &md, const std::string &tl_name,
                   tl_name.c_str(), device.c_str());
         return UCS_ERR_UNSUPPORTED;
     }
-    net->mode_ = (to_ep && (prefer_ep || !to_iface)) ? ConnectMode::kEp :
-                                                       ConnectMode::kIface;
-
-    /* cuda_ipc's arm puts a host function into each copy stream with work
-     * in flight (cuLaunchHostFunc): every later copy on that stream waits
-     * for the host thread to run it, so a relay that slept on that fd
-     * between pieces would hold back its own next copies. Its completions
-     * are polled instead (the engine naps, relay-engine.md). */
-    const bool arm_stalls_copies = (tl_name == "cuda_ipc");
-    if ((net->attr_.cap.event_flags & UCT_IFACE_FLAG_EVENT_FD) &&
-        !arm_stalls_copies) {
-        net->events_ = ((net->attr_.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV) ?
-                        UCT_EVENT_RECV : 0) |
-                       ((net->attr_.cap.event_flags & UCT_IFACE_FLAG_EVENT_SEND_COMP) ?
-                        UCT_EVENT_SEND_COMP : 0);
-        if (uct_iface_event_fd_get(net->iface_, &net->event_fd_) != UCS_OK) {
-            net->event_fd_ = -1;
+    if ((model == ConnectModel::kWired) && to_ep) {
+        status = net->open_wire(tl_name);
+        if (status != UCS_OK) {
+            return status;
         }
+        net->mode_ = ConnectMode::kWired;
+    } else {
+        net->mode_ = (to_ep && ((model == ConnectModel::kEp) || !to_iface)) ?
+                     ConnectMode::kEp : ConnectMode::kIface;
+    }
+
+    if (net->open_events(net->iface_, net->attr_, &net->events_) != UCS_OK) {
+        net->close_event_fd();
+    } else if ((net->wire_iface_ != nullptr) &&
+               (net->open_events(net->wire_iface_, net->wire_attr_,
+                                 &net->wire_events_) != UCS_OK)) {
+        net->close_event_fd(); /* both ifaces are polled */
     }
     uct_pxn_compat_sgl_limits(net->iface_, &net->max_put_sgl_,
                               &net->max_get_sgl_);
     if (!net->has_get()) {
         net->max_get_sgl_ = 0;
     }
-    if (net->max_am() > 0) {
-        status = uct_iface_set_am_handler(net->iface_, kInnerAmId, am_handler,
+    for (uct_iface_h iface : {net->iface_, net->wire_iface_}) {
+        if ((iface == nullptr) ||
+            ((iface == net->iface_) && (net->mode_ == ConnectMode::kWired)) ||
+            (net->max_am() == 0)) {
+            continue; /* frames go over the wiring iface */
+        }
+        status = uct_iface_set_am_handler(iface, kInnerAmId, am_handler,
                                           net.get(), 0 /* sync */);
         if (status != UCS_OK) {
             ucs_error("pxn: inner %s/%s refused an AM handler: %s",
@@ -187,8 +281,11 @@ ucs_status_t UctNet::open(const InnerMd &md, const std::string &tl_name,
             return status;
         }
     }
-    uct_iface_progress_enable(net->iface_,
-                              UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    for (uct_iface_h iface : {net->iface_, net->wire_iface_}) {
+        if (iface != nullptr) {
+            uct_iface_progress_enable(iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+        }
+    }
     *net_p = std::move(net);
     return UCS_OK;
 }
@@ -230,9 +327,9 @@ Bytes UctNet::device_address() const
 
 Bytes UctNet::iface_address() const
 {
-    Bytes addr(attr_.iface_addr_len);
+    Bytes addr(iface_addr_len());
     if (!addr.empty()) {
-        uct_iface_get_address(iface_,
+        uct_iface_get_address(to_iface_iface(),
                               reinterpret_cast<uct_iface_addr_t*>(addr.data()));
     }
     return addr;
@@ -244,7 +341,7 @@ ucs_status_t UctNet::ep_create_to_iface(const uint8_t *dev_addr,
     uct_ep_params_t params = {};
     params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
                         UCT_EP_PARAM_FIELD_IFACE_ADDR;
-    params.iface      = iface_;
+    params.iface      = to_iface_iface();
     params.dev_addr   = reinterpret_cast<const uct_device_addr_t*>(dev_addr);
     params.iface_addr = reinterpret_cast<const uct_iface_addr_t*>(iface_addr);
     return uct_ep_create(&params, ep);
@@ -279,7 +376,7 @@ ucs_status_t UctNet::ep_connect(uct_ep_h ep, const uint8_t *dev_addr,
 bool UctNet::is_reachable(const uint8_t *dev_addr, const uint8_t *iface_addr) const
 {
     return uct_iface_is_reachable(
-            iface_, reinterpret_cast<const uct_device_addr_t*>(dev_addr),
+            to_iface_iface(), reinterpret_cast<const uct_device_addr_t*>(dev_addr),
             reinterpret_cast<const uct_iface_addr_t*>(iface_addr));
 }
 
@@ -288,7 +385,19 @@ ucs_status_t UctNet::arm()
     if (event_fd_ < 0) {
         return UCS_ERR_UNSUPPORTED;
     }
-    return uct_iface_event_arm(iface_, events_);
+    ucs_status_t status = uct_iface_event_arm(iface_, events_);
+    if ((status == UCS_OK) && (wire_iface_ != nullptr)) {
+        status = uct_iface_event_arm(wire_iface_, wire_events_);
+    }
+    return status;
+}
+
+void UctNet::close_event_fd()
+{
+    if ((wire_iface_ != nullptr) && (event_fd_ >= 0)) {
+        close(event_fd_); /* the epoll fd; the ifaces' own are theirs */
+    }
+    event_fd_ = -1;
 }
 
 ucs_status_t UctNet::rkey_unpack(const uint8_t *packed, size_t length,

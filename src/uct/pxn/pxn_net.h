@@ -22,6 +22,7 @@
 #include "pxn_net_md.h"
 
 #include <ucs/pxn/address.h>
+#include <ucs/pxn/settings.h>
 
 #include <uct/api/uct.h>
 
@@ -36,7 +37,13 @@ namespace uct {
 
 class Net {
 public:
-    enum class ConnectMode { kIface, kEp };
+    /* kIface: the relay connects to a target's iface address; kEp: to the
+     * ep a target made for one sender ep (UCP exchanges their addresses);
+     * kWired: to-iface towards UCP, but the relay wires its own ep-to-ep
+     * inner connection to the target's port over a second, to-iface inner
+     * iface of the same device (the wiring iface: ud or dc beside rc, tcp
+     * beside tcp), which also carries the active-message frames. */
+    enum class ConnectMode { kIface, kEp, kWired };
 
     virtual ~Net() = default;
     Net(const Net&) = delete;
@@ -48,6 +55,14 @@ public:
     /* The inner iface's attributes (limits, address lengths, performance). */
     const uct_iface_attr_t &attr() const { return attr_; }
     ConnectMode             mode() const { return mode_; }
+    /* Targets are reached by their iface address (kIface, kWired). */
+    bool to_iface() const { return mode_ != ConnectMode::kEp; }
+    /* Length of what iface_address() returns. */
+    size_t iface_addr_len() const
+    {
+        return (mode_ == ConnectMode::kWired) ? wire_attr_.iface_addr_len :
+                                                attr_.iface_addr_len;
+    }
     /* get_zcopy usable: cuda_ipc keeps the flag but sets max_zcopy 0 when
      * it disables gets. */
     bool has_get() const
@@ -56,6 +71,9 @@ public:
                (attr_.cap.get.max_zcopy > 0);
     }
 
+    /* kWired: iface_address(), is_reachable() and ep_create_to_iface() are
+     * the wiring iface's, ep_create_unconnected() and ep_connect() the
+     * inner transport's; both ifaces have the same device address. */
     virtual Bytes device_address() const = 0;
     virtual Bytes iface_address() const = 0;
     virtual bool  is_reachable(const uint8_t *dev_addr,
@@ -117,18 +135,20 @@ public:
      * am_bcopy (cma, cuda_ipc). */
     size_t max_am() const
     {
-        return (attr_.cap.flags & UCT_IFACE_FLAG_AM_BCOPY) ?
-               attr_.cap.am.max_bcopy : 0;
+        const uct_iface_attr_t &attr = (mode_ == ConnectMode::kWired) ?
+                                       wire_attr_ : attr_;
+        return (attr.cap.flags & UCT_IFACE_FLAG_AM_BCOPY) ?
+               attr.cap.am.max_bcopy : 0;
     }
     /* The longest AM message pxn carries over this port: what a frame holds
      * after its header (am_frame.h), at most `slot_size`; 0 without AM, or
-     * where the inner transport connects ep to ep (a target sends grants
-     * back on eps to the relay's iface). The same on both ends of a hop
-     * when their inner transports are configured alike. */
+     * in the ep-to-ep model (a target sends grants back on eps to the
+     * relay's iface). The same on both ends of a hop when their inner
+     * transports are configured alike. */
     size_t am_payload_max(uint64_t slot_size) const
     {
         const size_t header = 16; /* sizeof(AmFrameHeader) */
-        if ((mode_ != ConnectMode::kIface) || (max_am() <= header)) {
+        if (!to_iface() || (max_am() <= header)) {
             return 0;
         }
         return std::min<uint64_t>(max_am() - header, slot_size);
@@ -148,16 +168,24 @@ public:
     using AmReceiver = std::function<void(const void *data, size_t length)>;
     void set_am_receiver(AmReceiver receiver) { am_receiver_ = std::move(receiver); }
     /* Inner eps that the inner transport declares failed (its iface's
-     * error handler: tcp when the peer's connection closes) go to
-     * `observer`, inside progress() with the lock held; the observer must
-     * not destroy the ep there. One observer (the relay's route table). */
+     * error handler: tcp when the peer's connection closes) go to the
+     * observers, inside progress() with the lock held; an observer must
+     * not destroy the ep there. Two observers: the relay's route table
+     * (set_ep_failure) and the port's AM side (set_port_ep_failure); each
+     * ignores eps it does not know. */
     using EpFailure = std::function<void(uct_ep_h ep, ucs_status_t status)>;
     void set_ep_failure(EpFailure observer) { ep_failure_ = std::move(observer); }
+    void set_port_ep_failure(EpFailure observer)
+    {
+        port_ep_failure_ = std::move(observer);
+    }
     /* What the inner iface's error handler calls (and fakes in tests). */
     void ep_failed(uct_ep_h ep, ucs_status_t status)
     {
-        if (ep_failure_) {
-            ep_failure_(ep, status);
+        for (const EpFailure *observer : {&ep_failure_, &port_ep_failure_}) {
+            if (*observer) {
+                (*observer)(ep, status);
+            }
         }
     }
 
@@ -183,6 +211,7 @@ protected:
     std::string      device_;
     uct_iface_attr_t attr_{};
     ConnectMode      mode_ = ConnectMode::kIface;
+    uct_iface_attr_t wire_attr_{}; /* kWired: the wiring iface's */
     size_t           max_put_sgl_ = 0;
     size_t           max_get_sgl_ = 0;
 
@@ -190,6 +219,7 @@ private:
     std::mutex       lock_;
     AmReceiver       am_receiver_;
     EpFailure        ep_failure_;
+    EpFailure        port_ep_failure_;
 };
 
 class UctNet final : public Net {
@@ -197,9 +227,11 @@ public:
     ~UctNet() override;
 
     /* Opens `tl_name` on `device` of `md` on a new private worker.
-     * `prefer_ep` forces the ep-to-ep model when both are supported. */
+     * `model` kEp forces the ep-to-ep model when both are supported;
+     * kWired opens the wiring iface beside an inner transport that
+     * connects ep to ep (UCS_ERR_UNSUPPORTED, logged, when none opens). */
     static ucs_status_t open(const InnerMd &md, const std::string &tl_name,
-                             const std::string &device, bool prefer_ep,
+                             const std::string &device, ConnectModel model,
                              std::unique_ptr<Net> *net);
 
     Bytes device_address() const override;
@@ -241,18 +273,34 @@ public:
 private:
     UctNet() = default;
 
+    ucs_status_t open_iface(const std::string &tl_name, uct_iface_h *iface,
+                            uct_iface_attr_t *attr);
+    ucs_status_t open_wire(const std::string &tl_name);
+    /* The iface's event fd into event_fd_ (an epoll fd over both ifaces in
+     * kWired); UCS_ERR_UNSUPPORTED where it has none. */
+    ucs_status_t open_events(uct_iface_h iface, const uct_iface_attr_t &attr,
+                             unsigned *events);
+    void         close_event_fd();
+    uct_iface_h  to_iface_iface() const
+    {
+        return (wire_iface_ != nullptr) ? wire_iface_ : iface_;
+    }
+
     static ucs_status_t am_handler(void *arg, void *data, size_t length,
                                    unsigned flags);
 
     ucs_async_context_t *async_     = nullptr;
     uct_worker_h         worker_    = nullptr;
     uct_iface_h          iface_     = nullptr;
+    uct_iface_h          wire_iface_ = nullptr; /* kWired */
+    std::string          wire_tl_;
     uct_md_h             md_        = nullptr;
     std::string          md_name_;
     uct_component_h      component_ = nullptr;
     uint64_t             md_flags_  = 0; /* UCT_MD_FLAG_REG, _NEED_RKEY */
     int                  event_fd_  = -1;
     unsigned             events_    = 0;
+    unsigned             wire_events_ = 0;
 };
 
 } // namespace uct

@@ -85,6 +85,17 @@ ucs_status_t open_once(uct_component_h component, const std::string &name,
 
 } // namespace
 
+bool md_offers(uct_md_h md, const std::string &tl_name,
+               const std::string &device)
+{
+    for (const InnerDevice &d : md_devices(md, {tl_name})) {
+        if (d.name == device) {
+            return true;
+        }
+    }
+    return false;
+}
+
 std::string pxn_md_name(const std::string &inner_md_name)
 {
     std::string name = kPrefix + inner_md_name;

@@ -38,6 +38,10 @@ struct InnerMdInfo {
  * that cannot be opened or queried is skipped (logged at debug level). */
 std::vector<InnerMdInfo> list_inner_mds(const std::vector<std::string> &net_tls);
 
+/* Whether inner md `md` offers transport `tl_name` on `device`. */
+bool md_offers(uct_md_h md, const std::string &tl_name,
+               const std::string &device);
+
 /* The pxn md name of an inner md ("pxn_" + name), or "" when too long. */
 std::string pxn_md_name(const std::string &inner_md_name);
 

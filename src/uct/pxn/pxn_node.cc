@@ -135,9 +135,9 @@ ucs_status_t Node::port_for(const InnerMd &md, const std::string &device,
     if ((*port = port_refs_[key].lock()) != nullptr) {
         return UCS_OK;
     }
-    const bool prefer_ep = (settings_.connect_model == ConnectModel::kEp);
     std::unique_ptr<Net> net;
-    ucs_status_t status  = UctNet::open(md, dev->tl_name, device, prefer_ep, &net);
+    ucs_status_t status = UctNet::open(md, dev->tl_name, device,
+                                       settings_.connect_model, &net);
     if (status != UCS_OK) {
         return status;
     }

@@ -111,13 +111,21 @@ unsigned Node::work()
         std::lock_guard<std::mutex> net_guard(port.net->lock());
         work += port.net->progress();
         if (port.am != nullptr) {
-            work += port.am->pump([&](uint64_t source, uint64_t granted) {
-                for (const auto &relay : relays_) {
-                    if (&relay->net() == port.net) {
-                        relay->am_granted(source, granted);
-                    }
-                }
-            });
+            work += port.am->pump(
+                    [&](uint64_t source, uint64_t granted) {
+                        for (const auto &relay : relays_) {
+                            if (&relay->net() == port.net) {
+                                relay->am_granted(source, granted);
+                            }
+                        }
+                    },
+                    [&](uint32_t id, uint64_t gen, const Bytes &target_ep) {
+                        for (const auto &relay : relays_) {
+                            if (&relay->net() == port.net) {
+                                relay->wired(id, gen, target_ep);
+                            }
+                        }
+                    });
         }
         for (const auto &relay : relays_) {
             if (&relay->net() == port.net) {

@@ -25,7 +25,8 @@ ucs_status_t Relay::create(const Params &params, const Settings &settings,
     relay->counters_   = &reinterpret_cast<abi::ProcessCounters*>(
                                  params.entry->view().base +
                                  abi::kCountersOffset)->relay;
-    relay->routes_.reset(new RouteTable(net, settings.routes, params.is_local));
+    relay->routes_.reset(new RouteTable(net, settings.routes, params.is_local,
+                                        uint64_t(settings.heartbeat_timeout * 1e9)));
     relay->routes_->set_closing([r = relay.get()](uint32_t id, uct_ep_h ep,
                                                   bool failed) {
         r->end_am_flows(id, ep, failed);
@@ -291,6 +292,14 @@ void Relay::post(Piece &piece)
     const Batch &b    = piece.batch;
     uct_ep_h     ep   = routes_->ep(piece.route);
 
+    piece.wait_wire = false;
+    if (!routes_->wired(piece.route)) {
+        if (routes_->usable(piece.route)) {
+            piece.wait_wire = true; /* posted once the route is wired */
+            return;
+        }
+        piece.status = UCS_ERR_UNREACHABLE; /* its wiring failed */
+    }
     piece.posting = true;
     while ((piece.status == UCS_OK) &&
            (piece.has_op || fill(piece, get ? batch_get_ : batch_put_))) {
@@ -396,9 +405,11 @@ unsigned Relay::progress()
         abi::store_relaxed(counters_->routes_active, uint64_t(routes_->active()));
     }
 
-    /* Pieces stopped by NO_RESOURCE go first: they hold slots. */
+    work += routes_->progress_wiring();
+    /* Pieces stopped by NO_RESOURCE (or waiting for their route's wiring)
+     * go first: they hold slots. */
     for (Piece &piece : pieces_) {
-        if (piece.active && piece.has_op && !piece.posting) {
+        if (piece.active && (piece.has_op || piece.wait_wire) && !piece.posting) {
             post(piece); /* the guard taken by start_piece() is still held */
             ++work;
         }

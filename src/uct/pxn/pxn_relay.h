@@ -123,6 +123,12 @@ public:
      * port): credit for AM pieces waiting on it. Unknown tokens (a route
      * gone since) are ignored. */
     void   am_granted(uint64_t source, uint64_t granted);
+    /* A target port's answer to the wire request of route `id`
+     * (RouteTable::wired_answer). */
+    void   wired(uint32_t id, uint64_t gen, const Bytes &target_ep)
+    {
+        routes_->wired_answer(id, gen, target_ep);
+    }
 
 private:
     struct Lane {
@@ -185,6 +191,7 @@ private:
         uint32_t           sgl_ops = 0;    /* of which scatter-gather */
         bool               has_op = false; /* batch not yet posted, or an
                                               AM message not yet sent */
+        bool               wait_wire = false; /* RMA: its route is wiring */
         uint32_t           am_next   = 0; /* AM: next plan (message) */
         uint64_t           am_offset = 0; /* AM: its bytes in the slot */
         bool               am_closed = false; /* AM: its target iface closed

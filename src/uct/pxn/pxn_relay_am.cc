@@ -43,7 +43,7 @@ void Relay::post_am(Piece &piece)
     const uint32_t count     = piece.snapshot.header().plan_count;
     const uint8_t *slot      = lane.slots.base + piece.slot_base;
     const uint64_t route_gen = routes_->gen(piece.route);
-    uct_ep_h ep              = routes_->ep(piece.route);
+    uct_ep_h ep              = routes_->am_ep(piece.route);
 
     piece.has_op = false;
     while ((piece.status == UCS_OK) && (piece.am_next < count)) {

@@ -216,7 +216,9 @@ void Relay::sweep_owners(uint64_t now)
 Relay::Pending Relay::pending() const
 {
     const uint64_t now = monotonic_ns();
-    Pending pending    = Pending::kNone;
+    /* a route's wiring answer is polled for (its frame may wait for the
+     * wiring iface's connection) */
+    Pending pending    = routes_->wiring() ? Pending::kSoon : Pending::kNone;
     for (const Lane &lane : lanes_) {
         const abi::LaneOwner &owner = lane.block.owner();
         if (abi::load_acquire(owner.lane_epoch) != lane.epoch) {

@@ -1,12 +1,16 @@
 #include "pxn_relay_routes.h"
 
 #include <ucs/debug/log_def.h>
+#include <ucs/pxn/am_frame.h>
+#include <ucs/pxn/control_file.h>
 
 namespace pxn {
 namespace uct {
 
-RouteTable::RouteTable(Net *net, uint32_t capacity, LocalCheck is_local) :
-    net_(net), is_local_(std::move(is_local)), routes_(capacity)
+RouteTable::RouteTable(Net *net, uint32_t capacity, LocalCheck is_local,
+                       uint64_t wire_timeout_ns) :
+    net_(net), is_local_(std::move(is_local)), routes_(capacity),
+    wire_timeout_ns_(wire_timeout_ns)
 {
     net_->set_ep_failure([this](uct_ep_h ep, ucs_status_t status) {
         ep_failed(ep, status);
@@ -17,8 +21,16 @@ RouteTable::~RouteTable()
 {
     net_->set_ep_failure(nullptr);
     for (Route &route : routes_) {
-        if (route.ep != nullptr) {
-            net_->ep_destroy(route.ep);
+        destroy_eps(route);
+    }
+}
+
+void RouteTable::destroy_eps(Route &route)
+{
+    for (uct_ep_h *ep : {&route.ep, &route.wire_ep}) {
+        if (*ep != nullptr) {
+            net_->ep_destroy(*ep);
+            *ep = nullptr;
         }
     }
 }
@@ -50,11 +62,19 @@ void RouteTable::maybe_free(uint32_t id)
         return;
     }
     if (closing_) {
-        closing_(id, route.ep, route.failed);
+        closing_(id, am_ep(id), route.failed);
     }
-    if (route.ep != nullptr) {
-        net_->ep_destroy(route.ep);
+    if ((route.wire_ep != nullptr) && !route.failed &&
+        route.wire_request.empty()) {
+        /* the target's port may let its ep go (best effort: a port whose
+         * process ends lets it go anyway) */
+        uint8_t frame[sizeof(AmFrameHeader)];
+        const size_t length = write_am_unwire(frame, sizeof(frame), route.gen,
+                                              id + 1);
+        (void)net_->am_send(route.wire_ep, frame, length, nullptr, 0);
     }
+    wiring_ -= route.wiring;
+    destroy_eps(route);
     route = Route();
     --active_;
 }
@@ -77,9 +97,8 @@ RouteAnswer RouteTable::to_iface(const RouteMessage &request)
 {
     RouteAnswer answer;
     const uct_iface_attr_t &attr = net_->attr();
-    if ((net_->mode() != Net::ConnectMode::kIface) ||
-        (request.dev.size() != attr.device_addr_len) ||
-        (request.iface.size() != attr.iface_addr_len)) {
+    if (!net_->to_iface() || (request.dev.size() != attr.device_addr_len) ||
+        (request.iface.size() != net_->iface_addr_len())) {
         answer.status = UCS_ERR_UNREACHABLE;
         return answer;
     }
@@ -92,8 +111,7 @@ RouteAnswer RouteTable::to_iface(const RouteMessage &request)
     key.insert(key.end(), request.iface.begin(), request.iface.end());
     for (uint32_t i = 0; i < routes_.size(); ++i) {
         const Route &route = routes_[i];
-        if (route.used && route.connected && !route.failed &&
-            (route.key == key)) {
+        if (usable(i) && (route.key == key)) {
             ++routes_[i].refs;
             answer.route = i;
             return answer;
@@ -109,18 +127,101 @@ RouteAnswer RouteTable::to_iface(const RouteMessage &request)
         return answer;
     }
     Route &route  = routes_[id];
+    const bool wired = (net_->mode() == Net::ConnectMode::kWired);
     answer.status = net_->ep_create_to_iface(request.dev.data(),
-                                             request.iface.data(), &route.ep);
+                                             request.iface.data(),
+                                             wired ? &route.wire_ep : &route.ep);
+    if ((answer.status == UCS_OK) && wired) {
+        answer.status = wire(id);
+    }
     if (answer.status != UCS_OK) {
-        route.ep = nullptr;
+        destroy_eps(route);
         maybe_free(id);
         return answer;
     }
     route.key       = std::move(key);
-    route.connected = true;
+    route.connected = !wired;
     route.refs      = 1;
     answer.route    = id;
     return answer;
+}
+
+ucs_status_t RouteTable::wire(uint32_t id)
+{
+    Route &route = routes_[id];
+    Bytes relay_ep;
+    ucs_status_t status = net_->ep_create_unconnected(&route.ep, &relay_ep);
+    if (status != UCS_OK) {
+        route.ep = nullptr;
+        return status;
+    }
+    route.wire_request.resize(sizeof(AmFrameHeader) + 3 + 3 * UINT8_MAX);
+    const size_t length = write_am_wire(route.wire_request.data(),
+                                        route.wire_request.size(), route.gen,
+                                        id + 1, net_->device_address(),
+                                        relay_ep, net_->iface_address());
+    if (length == 0) {
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    route.wire_request.resize(length);
+    route.wiring        = true;
+    route.wire_deadline = monotonic_ns() + wire_timeout_ns_;
+    ++wiring_;
+    (void)progress_wiring(); /* sends it now where it can go */
+    return UCS_OK;
+}
+
+bool RouteTable::progress_wiring()
+{
+    if (wiring_ == 0) {
+        return false;
+    }
+    bool did = false;
+    const uint64_t now = monotonic_ns();
+    for (uint32_t id = 0; id < routes_.size(); ++id) {
+        Route &route = routes_[id];
+        if (!route.used || !route.wiring || route.failed) {
+            continue;
+        }
+        if (now > route.wire_deadline) {
+            ucs_debug("pxn: relay route %u: no answer to its wiring", id);
+            ep_failed(route.wire_ep, UCS_ERR_ENDPOINT_TIMEOUT);
+            did = true;
+            continue;
+        }
+        if (!route.wire_request.empty() &&
+            (net_->am_send(route.wire_ep, route.wire_request.data(),
+                           route.wire_request.size(), nullptr, 0) == UCS_OK)) {
+            route.wire_request.clear();
+            did = true;
+        }
+    }
+    return did;
+}
+
+void RouteTable::wired_answer(uint32_t id, uint64_t gen, const Bytes &target_ep)
+{
+    if ((id >= routes_.size()) || !routes_[id].used || !routes_[id].wiring ||
+        routes_[id].failed || (routes_[id].gen != gen)) {
+        return; /* an old route's answer, or none asked */
+    }
+    Route &route = routes_[id];
+    route.wiring = false;
+    --wiring_;
+    const Bytes target_dev(route.key.begin(),
+                           route.key.begin() + net_->attr().device_addr_len);
+    const ucs_status_t status = (target_ep.size() == net_->attr().ep_addr_len) ?
+                                net_->ep_connect(route.ep, target_dev.data(),
+                                                 target_ep.data()) :
+                                UCS_ERR_INVALID_PARAM;
+    if (status != UCS_OK) {
+        ucs_debug("pxn: relay route %u: wiring failed: %s", id,
+                  ucs_status_string(status));
+        ep_failed(route.ep, status);
+        return;
+    }
+    ucs_debug("pxn: relay route %u wired", id);
+    route.connected = true;
 }
 
 RouteAnswer RouteTable::create_ep()
@@ -201,7 +302,8 @@ void RouteTable::ep_failed(uct_ep_h ep, ucs_status_t status)
 {
     for (uint32_t id = 0; id < routes_.size(); ++id) {
         Route &route = routes_[id];
-        if (route.used && (route.ep == ep) && !route.failed) {
+        if (route.used && (ep != nullptr) &&
+            ((route.ep == ep) || (route.wire_ep == ep)) && !route.failed) {
             ucs_debug("pxn: relay route %u failed: %s", id,
                       ucs_status_string(status));
             route.failed = true;
@@ -224,12 +326,13 @@ bool RouteTable::collect()
          * (what the inner transport holds for its target goes with it),
          * even while lanes still hold the id. */
         if (route.used && route.failed && (route.inflight == 0) &&
-            (route.ep != nullptr)) {
+            ((route.ep != nullptr) || (route.wire_ep != nullptr))) {
             if (closing_) {
-                closing_(id, route.ep, true);
+                closing_(id, am_ep(id), true);
             }
-            net_->ep_destroy(route.ep);
-            route.ep = nullptr;
+            wiring_     -= route.wiring;
+            route.wiring = false;
+            destroy_eps(route);
         }
         maybe_free(id);
     }

@@ -23,6 +23,15 @@
  *   sender can make the relay write into its own memory through an inner
  *   transport that checks no remote key. `is_local` answers for an address.
  * - Creating an inner ep never waits on the network (pxn_net.h).
+ * - Wired (Net::ConnectMode::kWired: rc): a to-iface route is two inner
+ *   eps, a to-iface ep of the wiring iface (active-message frames, and the
+ *   wiring) and an ep-to-ep ep of the inner transport (RMA). The route is
+ *   *wiring* until the target's port answers the wire request (kAmWire,
+ *   am_frame.h) sent on the first ep with the second one's address:
+ *   wired() tells when RMA may go, usable() is already true, so that
+ *   pieces wait for the wiring rather than fail. A route not wired within
+ *   `wire_timeout_ns` fails. A route that ends tells the target's port its
+ *   ep may go (kAmUnwire).
  *
  * Threading: the engine thread, with the Net lock held.
  */
@@ -45,7 +54,8 @@ public:
      * process? */
     using LocalCheck = std::function<bool(const Bytes &dev, const Bytes &iface)>;
 
-    RouteTable(Net *net, uint32_t capacity, LocalCheck is_local);
+    RouteTable(Net *net, uint32_t capacity, LocalCheck is_local,
+               uint64_t wire_timeout_ns);
     ~RouteTable();
     RouteTable(const RouteTable&) = delete;
     RouteTable &operator=(const RouteTable&) = delete;
@@ -64,13 +74,30 @@ public:
     void        set_closing(Closing closing) { closing_ = std::move(closing); }
 
     uint32_t capacity() const { return static_cast<uint32_t>(routes_.size()); }
-    /* Has a connected inner ep, not failed. */
+    /* Has a connected (or wiring) inner ep, not failed. */
     bool     usable(uint32_t id) const
     {
-        return (id < routes_.size()) && routes_[id].connected &&
+        return (id < routes_.size()) && routes_[id].used &&
+               (routes_[id].connected || routes_[id].wiring) &&
                !routes_[id].failed;
     }
+    /* RMA may go: connected, not failed. */
+    bool     wired(uint32_t id) const
+    {
+        return usable(id) && routes_[id].connected;
+    }
+    /* The ep for RMA, and the one for active-message frames. */
     uct_ep_h ep(uint32_t id) const { return routes_[id].ep; }
+    uct_ep_h am_ep(uint32_t id) const
+    {
+        return (routes_[id].wire_ep != nullptr) ? routes_[id].wire_ep :
+                                                  routes_[id].ep;
+    }
+    /* A target port's answer to route `id`'s wire request (kAmWired). */
+    void     wired_answer(uint32_t id, uint64_t gen, const Bytes &target_ep);
+    /* Sends wire requests that could not go yet and fails routes whose
+     * wiring took too long; true when it did something. */
+    bool     progress_wiring();
     /* Which use of id `id` this is: a new number each time it is given to
      * a target (what the relay keeps per route goes with it). */
     uint64_t gen(uint32_t id) const { return routes_[id].gen; }
@@ -85,6 +112,8 @@ public:
      * callback: the relay's round calls it first); true when there was
      * something to look at. */
     bool     collect();
+    /* Some route is wiring (its relay polls for the answer). */
+    bool     wiring() const { return wiring_ != 0; }
     /* Routes in use (for counters and tests). */
     uint32_t active() const { return active_; }
 
@@ -92,7 +121,11 @@ private:
     struct Route {
         Bytes    key;  /* dev | iface (to-iface); empty for ep-to-ep */
         uct_ep_h ep        = nullptr;
+        uct_ep_h wire_ep   = nullptr; /* wired: frames and wiring */
+        Bytes    wire_request;        /* wired: until it went */
+        uint64_t wire_deadline = 0;   /* wired: monotonic ns */
         bool     used      = false;
+        bool     wiring    = false;
         bool     connected = false;
         bool     failed    = false;
         uint32_t refs      = 0;
@@ -103,6 +136,9 @@ private:
     ucs_status_t allocate(uint32_t *id);
     void         maybe_free(uint32_t id);
     RouteAnswer  to_iface(const RouteMessage &request);
+    /* wired: the route's RMA ep and its wire request */
+    ucs_status_t wire(uint32_t id);
+    void         destroy_eps(Route &route);
     RouteAnswer  create_ep();
     RouteAnswer  connect_ep(const RouteMessage &request);
 
@@ -111,6 +147,8 @@ private:
     Closing            closing_;
     std::vector<Route> routes_;
     std::vector<uint32_t> settled_; /* routes that had their last piece end */
+    uint64_t           wire_timeout_ns_;
+    uint32_t           wiring_ = 0; /* routes wiring */
     uint32_t           active_ = 0;
     uint64_t           next_gen_ = 0;
     bool               warned_full_ = false;

@@ -95,6 +95,11 @@ public:
     {
         relay_->am_granted(source, granted);
     }
+    /* A target port's wiring answer (AmPort, Relay::wired). */
+    void wired(uint32_t id, uint64_t gen, const Bytes &target_ep)
+    {
+        relay_->wired(id, gen, target_ep);
+    }
     unsigned inflight() const { return relay_->inflight(); }
     void     heartbeat(uint64_t now_ns);
     RelayWakeup &wakeup() { return wakeup_; }

@@ -166,6 +166,47 @@ TEST_F(PxnAm, MessagesReachTheTargetsHandlersIntactAndInOrder)
               stats(c.target)[3]);
 }
 
+/* UCX_PXN_NET_CONNECT=wired, rc's way to reach a cross-rail peer without a
+ * second network (tcp stands in for rc and for the to-iface transport
+ * beside it): towards UCT pxn connects to ifaces and carries active
+ * messages, and each relay wires its own ep-to-ep inner connection to the
+ * target's port before its first put goes. */
+TEST_F(PxnAm, WiredRelayConnectsItsOwnEpToEpRouteAndCarriesPutsAndMessages)
+{
+    const size_t size = 3 * kSlot + 123;
+    const std::string log = "/tmp/pxn-wired-" + group(0) + ".%p";
+    CrossRail c = cross_rail(size, 13, {"UCX_PXN_NET_CONNECT=wired",
+                                        "UCX_LOG_LEVEL=debug",
+                                        "UCX_LOG_FILE=" + log});
+    ASSERT_NE(nullptr, c.sender);
+    EXPECT_EQ("0", split(c.sender->call("info"))[3]) << "not to-iface";
+    ASSERT_EQ("ok", c.target->call("am listen"));
+    EXPECT_EQ("0", status_of(c.sender->call("am send bcopy 7 20 4000")));
+    EXPECT_EQ("Success", put(c.sender, c.t, size, 10000));
+    EXPECT_EQ("0", status_of(c.sender->call("am send zcopy 9 20 5000")));
+    EXPECT_EQ("ok", c.target->call("check 13 0 " + std::to_string(size)));
+    expect_received_intact(c.target, 40, 500);
+    expect_healthy(0, c.relay, size + 20 * 4000 + 20 * 5000);
+
+    /* the relay's route was wired (UCX's debug log, one file per process,
+     * written out when the process ends) */
+    const pid_t relay = c.relay->pid();
+    std::vector<pid_t> pids = {relay, c.target->pid(), c.sender->pid()};
+    peers_.clear();
+    std::string relay_log;
+    for (pid_t pid : pids) {
+        std::string path = log;
+        path.replace(path.find("%p"), 2, std::to_string(pid));
+        if (pid == relay) {
+            std::ifstream in(path);
+            relay_log.assign(std::istreambuf_iterator<char>(in), {});
+        }
+        std::remove(path.c_str());
+    }
+    EXPECT_NE(std::string::npos, relay_log.find("wired")) << "no route wired";
+    EXPECT_EQ(std::string::npos, relay_log.find("wiring failed"));
+}
+
 TEST_F(PxnAm, ManyMoreMessagesThanOneCreditWindowAllArrive)
 {
     CrossRail c = cross_rail(4096, 1);
