@@ -49,7 +49,8 @@ constexpr size_t   kMaxNodeIdLength  = 63;
 
 /* How the relay connects its inner eps to targets. */
 enum class ConnectModel {
-    kAuto,  /* to-iface when the inner transport supports it, else to-ep */
+    kAuto,  /* to-iface when the inner transport supports it, else wired
+               where a wiring transport opens, else to-ep */
     kIface, /* the relay connects from the target's iface address */
     kEp,    /* ep-to-ep addresses exchanged through the pxn ep address */
     kWired  /* to-iface towards UCP; the relay wires its own ep-to-ep inner

@@ -82,8 +82,9 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      "through pxn's ep address, as rc needs), 'wired' (pxn connects to\n"
      "interfaces and carries active messages; each relay wires its own\n"
      "ep-to-ep inner connection to a target over a to-iface transport of the\n"
-     "same device: ud or dc beside rc, tcp beside tcp), or 'auto' (iface when\n"
-     "the inner transport supports it, else ep).",
+     "same device: dc or ud beside rc, tcp beside tcp), or 'auto' (iface when\n"
+     "the inner transport supports it, else wired where such a transport\n"
+     "opens, else ep).",
      ucs_offsetof(uct_pxn_md_config_t, connect_model),
      UCS_CONFIG_TYPE_ENUM(uct_pxn_connect_model_names)},
 

@@ -160,7 +160,7 @@ ucs_status_t UctNet::open_events(uct_iface_h iface, const uct_iface_attr_t &attr
            UCS_OK : UCS_ERR_IO_ERROR;
 }
 
-ucs_status_t UctNet::open_wire(const std::string &tl_name)
+ucs_status_t UctNet::open_wire(const std::string &tl_name, bool asked)
 {
     /* the to-iface transports with active messages beside each connect-to-ep
      * one, on the same device: what reaches a peer that the ep-to-ep one
@@ -198,9 +198,14 @@ ucs_status_t UctNet::open_wire(const std::string &tl_name)
         wire_tl_    = wire;
         return UCS_OK;
     }
-    ucs_error("pxn: UCX_PXN_NET_CONNECT=wired: no to-iface transport with "
-              "active messages beside inner %s on %s", tl_name.c_str(),
-              device_.c_str());
+    if (asked) {
+        ucs_error("pxn: UCX_PXN_NET_CONNECT=wired: no to-iface transport with "
+                  "active messages beside inner %s on %s", tl_name.c_str(),
+                  device_.c_str());
+    } else {
+        ucs_debug("pxn: no to-iface transport with active messages beside "
+                  "inner %s on %s: ep to ep", tl_name.c_str(), device_.c_str());
+    }
     return UCS_ERR_UNSUPPORTED;
 }
 
@@ -243,12 +248,15 @@ ucs_status_t UctNet::open(const InnerMd &md, const std::string &tl_name,
                   tl_name.c_str(), device.c_str());
         return UCS_ERR_UNSUPPORTED;
     }
-    if ((model == ConnectModel::kWired) && to_ep) {
-        status = net->open_wire(tl_name);
-        if (status != UCS_OK) {
-            return status;
-        }
+    /* wired where asked, and by default where the inner transport connects
+     * only ep to ep (rc): UCP then reaches a cross-rail peer through pxn
+     * alone, wireup included; without a wiring iface, auto is ep-to-ep */
+    const bool wire = to_ep && ((model == ConnectModel::kWired) ||
+                                ((model == ConnectModel::kAuto) && !to_iface));
+    if (wire && (net->open_wire(tl_name, model == ConnectModel::kWired) == UCS_OK)) {
         net->mode_ = ConnectMode::kWired;
+    } else if (model == ConnectModel::kWired) {
+        return UCS_ERR_UNSUPPORTED;
     } else {
         net->mode_ = (to_ep && ((model == ConnectModel::kEp) || !to_iface)) ?
                      ConnectMode::kEp : ConnectMode::kIface;

@@ -229,7 +229,9 @@ public:
     /* Opens `tl_name` on `device` of `md` on a new private worker.
      * `model` kEp forces the ep-to-ep model when both are supported;
      * kWired opens the wiring iface beside an inner transport that
-     * connects ep to ep (UCS_ERR_UNSUPPORTED, logged, when none opens). */
+     * connects ep to ep (UCS_ERR_UNSUPPORTED, logged, when none opens);
+     * kAuto: to-iface where the inner transport can, else wired where a
+     * wiring iface opens, else ep-to-ep. */
     static ucs_status_t open(const InnerMd &md, const std::string &tl_name,
                              const std::string &device, ConnectModel model,
                              std::unique_ptr<Net> *net);
@@ -275,7 +277,9 @@ private:
 
     ucs_status_t open_iface(const std::string &tl_name, uct_iface_h *iface,
                             uct_iface_attr_t *attr);
-    ucs_status_t open_wire(const std::string &tl_name);
+    /* The wiring iface beside `tl_name` (logged as an error when `asked`:
+     * UCX_PXN_NET_CONNECT=wired). */
+    ucs_status_t open_wire(const std::string &tl_name, bool asked);
     /* The iface's event fd into event_fd_ (an epoll fd over both ifaces in
      * kWired); UCS_ERR_UNSUPPORTED where it has none. */
     ucs_status_t open_events(uct_iface_h iface, const uct_iface_attr_t &attr,

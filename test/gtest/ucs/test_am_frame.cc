@@ -56,6 +56,52 @@ TEST(AmFrame, DataHelloGrantAndByeReadBackAsWritten)
     EXPECT_EQ(9u, f.header.cookie);
 }
 
+TEST(AmFrame, WiringFramesReadBackAsWrittenAndRefuseWhatOverrunsOrTrails)
+{
+    std::vector<uint8_t> wire(256);
+    wire.resize(pxn::write_am_wire(wire.data(), wire.size(), 42, 8, Bytes{1, 2},
+                                   Bytes{3, 4, 5}, Bytes{6}));
+    ASSERT_EQ(16u + 3 + 2 + 3 + 1, wire.size());
+    AmFrame f;
+    ASSERT_EQ(UCS_OK, pxn::read_am_frame(wire.data(), wire.size(), &f));
+    EXPECT_EQ(pxn::kAmWire, f.header.kind);
+    EXPECT_EQ(42u, f.header.source);
+    EXPECT_EQ(8u, f.header.cookie);
+    EXPECT_EQ((Bytes{1, 2}), f.relay_dev);
+    EXPECT_EQ((Bytes{3, 4, 5}), f.ep);
+    EXPECT_EQ((Bytes{6}), f.relay_iface);
+    /* every cut short of the whole, and one byte more, is refused */
+    for (size_t n = 16; n < wire.size(); ++n) {
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(wire.data(), n, &f)) << n;
+    }
+    auto longer = wire;
+    longer.push_back(0);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(longer.data(), longer.size(), &f));
+
+    std::vector<uint8_t> wired(64);
+    wired.resize(pxn::write_am_wired(wired.data(), wired.size(), 42, 8, Bytes{7, 7}));
+    ASSERT_EQ(UCS_OK, pxn::read_am_frame(wired.data(), wired.size(), &f));
+    EXPECT_EQ(pxn::kAmWired, f.header.kind);
+    EXPECT_EQ((Bytes{7, 7}), f.ep);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              pxn::read_am_frame(wired.data(), wired.size() - 1, &f));
+
+    uint8_t unwire[17] = {};
+    ASSERT_EQ(16u, pxn::write_am_unwire(unwire, sizeof(unwire), 42, 8));
+    ASSERT_EQ(UCS_OK, pxn::read_am_frame(unwire, 16, &f));
+    EXPECT_EQ(pxn::kAmUnwire, f.header.kind);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(unwire, 17, &f));
+    /* each names its route (cookie: route id + 1) */
+    pxn::write_am_unwire(unwire, sizeof(unwire), 42, 0);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(unwire, 16, &f));
+    pxn::write_am_wire(wire.data(), wire.size(), 42, 0, Bytes{1, 2},
+                       Bytes{3, 4, 5}, Bytes{6});
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(wire.data(), wire.size(), &f));
+    /* an address of 256 bytes cannot be written */
+    std::vector<uint8_t> big(1024);
+    EXPECT_EQ(0u, pxn::write_am_wired(big.data(), big.size(), 1, 1, Bytes(256, 0)));
+}
+
 TEST(AmFrame, AnEmptyMessageIsAFrameOfItsHeaderAlone)
 {
     uint8_t data[16];
@@ -85,7 +131,7 @@ TEST(AmFrame, RefusesShortFramesUnknownKindsReservedBitsAndBadIds)
     bad[0] = 0;  /* kind */
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(bad.data(), bad.size(), &f));
     bad = data;
-    bad[0] = 5;
+    bad[0] = pxn::kAmUnwire + 1;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(bad.data(), bad.size(), &f));
     /* a bye has no body, names its iface and no AM id */
     uint8_t bye[17] = {};

@@ -5,6 +5,7 @@
  */
 #include "pxn_transfer.h"
 
+#include <chrono>
 #include <dirent.h>
 #include <fstream>
 #include <sys/ptrace.h>
@@ -205,6 +206,33 @@ TEST_F(PxnAm, WiredRelayConnectsItsOwnEpToEpRouteAndCarriesPutsAndMessages)
     }
     EXPECT_NE(std::string::npos, relay_log.find("wired")) << "no route wired";
     EXPECT_EQ(std::string::npos, relay_log.find("wiring failed"));
+}
+
+/* A target that never answers a relay's wire request (stopped before the
+ * sender connects): the put waiting for that route fails once the wiring
+ * times out (UCX_PXN_HEARTBEAT_TIMEOUT), instead of waiting for ever, and
+ * the relay stays up. */
+TEST_F(PxnAm, WiredRouteWhoseTargetNeverAnswersFailsItsPutInsteadOfHanging)
+{
+    const std::vector<std::string> wired = {"UCX_PXN_NET_CONNECT=wired"};
+    PeerProcess *relay  = tcp_peer(0, 1, wired);
+    PeerProcess *target = tcp_peer(1, 1, wired);
+    PeerProcess *sender = tcp_peer(0, 0, wired);
+    ASSERT_TRUE(relay && target && sender);
+    const Target t = target_buffer(target, kSlot);
+    source_buffer(sender, kSlot, 17);
+    ASSERT_TRUE(target->stop());
+    ASSERT_EQ("ok", sender->call("connect " + t.dev + " " + t.iface));
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_NE("Success", put(sender, t, kSlot, kSlot));
+    const double waited = std::chrono::duration<double>(
+            std::chrono::steady_clock::now() - start).count();
+    target->kill(SIGCONT);
+    EXPECT_LT(waited, kHeartbeatTimeout + 10.0);
+    const auto r = counters(0, relay);
+    EXPECT_EQ(0u, r.relay.rejected);
+    EXPECT_GE(r.relay.failed_pieces, 1u);
+    EXPECT_NE("", relay->call("info")) << "the relay went down";
 }
 
 TEST_F(PxnAm, ManyMoreMessagesThanOneCreditWindowAllArrive)
