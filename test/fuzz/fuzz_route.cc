@@ -143,7 +143,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                [](const pxn::Bytes &dev, const pxn::Bytes &iface) {
                                    return !dev.empty() && (dev[0] == 0x55) &&
                                           (iface.empty() || (iface[0] == 0x55));
-                               });
+                               },
+                               1000000000ull /* wiring timeout: unused */);
     std::map<uint32_t, unsigned> holds;  /* what the "lanes" hold */
     std::map<uint32_t, unsigned> pieces; /* pieces in flight per route */
 

@@ -96,6 +96,7 @@ for target in "${targets[@]}"; do
         ;;
     route)
         build route "$srcdir/test/fuzz/fuzz_route.cc" "$core/route_codec.cc" \
+              "$core/am_frame.cc" \
               "$srcdir/src/uct/pxn/pxn_relay_routes.cc" \
               -L "$UCX_PREFIX/lib" -Wl,-rpath,"$UCX_PREFIX/lib" -lucs
         extra=(-max_len=4096)

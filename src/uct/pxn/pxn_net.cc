@@ -250,12 +250,14 @@ ucs_status_t UctNet::open(const InnerMd &md, const std::string &tl_name,
     }
     /* wired where asked, and by default where the inner transport connects
      * only ep to ep (rc): UCP then reaches a cross-rail peer through pxn
-     * alone, wireup included; without a wiring iface, auto is ep-to-ep */
-    const bool wire = to_ep && ((model == ConnectModel::kWired) ||
-                                ((model == ConnectModel::kAuto) && !to_iface));
-    if (wire && (net->open_wire(tl_name, model == ConnectModel::kWired) == UCS_OK)) {
+     * alone, wireup included; without a wiring iface, auto is ep-to-ep.
+     * An inner transport that connects to ifaces needs no wiring: asked to
+     * wire, it is to-iface (what wired gives UCP too). */
+    const bool asked = (model == ConnectModel::kWired) && to_ep;
+    const bool wire  = asked || ((model == ConnectModel::kAuto) && to_ep && !to_iface);
+    if (wire && (net->open_wire(tl_name, asked) == UCS_OK)) {
         net->mode_ = ConnectMode::kWired;
-    } else if (model == ConnectModel::kWired) {
+    } else if (asked) {
         return UCS_ERR_UNSUPPORTED;
     } else {
         net->mode_ = (to_ep && ((model == ConnectModel::kEp) || !to_iface)) ?

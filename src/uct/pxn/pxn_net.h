@@ -55,6 +55,8 @@ public:
     /* The inner iface's attributes (limits, address lengths, performance). */
     const uct_iface_attr_t &attr() const { return attr_; }
     ConnectMode             mode() const { return mode_; }
+    /* kWired: the wiring iface's transport; else empty. */
+    const std::string      &wire_tl_name() const { return wire_tl_; }
     /* Targets are reached by their iface address (kIface, kWired). */
     bool to_iface() const { return mode_ != ConnectMode::kEp; }
     /* Length of what iface_address() returns. */
@@ -212,6 +214,7 @@ protected:
     uct_iface_attr_t attr_{};
     ConnectMode      mode_ = ConnectMode::kIface;
     uct_iface_attr_t wire_attr_{}; /* kWired: the wiring iface's */
+    std::string      wire_tl_;     /* kWired: its transport */
     size_t           max_put_sgl_ = 0;
     size_t           max_get_sgl_ = 0;
 
@@ -297,7 +300,6 @@ private:
     uct_worker_h         worker_    = nullptr;
     uct_iface_h          iface_     = nullptr;
     uct_iface_h          wire_iface_ = nullptr; /* kWired */
-    std::string          wire_tl_;
     uct_md_h             md_        = nullptr;
     std::string          md_name_;
     uct_component_h      component_ = nullptr;

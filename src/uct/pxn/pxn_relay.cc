@@ -405,7 +405,9 @@ unsigned Relay::progress()
         abi::store_relaxed(counters_->routes_active, uint64_t(routes_->active()));
     }
 
-    work += routes_->progress_wiring();
+    if (routes_->wiring()) {
+        work += routes_->progress_wiring(monotonic_ns());
+    }
     /* Pieces stopped by NO_RESOURCE (or waiting for their route's wiring)
      * go first: they hold slots. */
     for (Piece &piece : pieces_) {

@@ -2,7 +2,6 @@
 
 #include <ucs/debug/log_def.h>
 #include <ucs/pxn/am_frame.h>
-#include <ucs/pxn/control_file.h>
 
 namespace pxn {
 namespace uct {
@@ -165,36 +164,40 @@ ucs_status_t RouteTable::wire(uint32_t id)
     }
     route.wire_request.resize(length);
     route.wiring        = true;
-    route.wire_deadline = monotonic_ns() + wire_timeout_ns_;
+    route.wire_deadline = 0; /* the next progress_wiring() sets it */
     ++wiring_;
-    (void)progress_wiring(); /* sends it now where it can go */
+    (void)send_wire(route); /* now, where it can go */
     return UCS_OK;
 }
 
-bool RouteTable::progress_wiring()
+bool RouteTable::send_wire(Route &route)
 {
-    if (wiring_ == 0) {
+    if (route.wire_request.empty() ||
+        (net_->am_send(route.wire_ep, route.wire_request.data(),
+                       route.wire_request.size(), nullptr, 0) != UCS_OK)) {
         return false;
     }
+    route.wire_request.clear();
+    return true;
+}
+
+bool RouteTable::progress_wiring(uint64_t now)
+{
     bool did = false;
-    const uint64_t now = monotonic_ns();
-    for (uint32_t id = 0; id < routes_.size(); ++id) {
+    for (uint32_t id = 0; (wiring_ != 0) && (id < routes_.size()); ++id) {
         Route &route = routes_[id];
         if (!route.used || !route.wiring || route.failed) {
             continue;
         }
-        if (now > route.wire_deadline) {
+        if (route.wire_deadline == 0) {
+            route.wire_deadline = now + wire_timeout_ns_;
+        } else if (now > route.wire_deadline) {
             ucs_debug("pxn: relay route %u: no answer to its wiring", id);
             ep_failed(route.wire_ep, UCS_ERR_ENDPOINT_TIMEOUT);
             did = true;
             continue;
         }
-        if (!route.wire_request.empty() &&
-            (net_->am_send(route.wire_ep, route.wire_request.data(),
-                           route.wire_request.size(), nullptr, 0) == UCS_OK)) {
-            route.wire_request.clear();
-            did = true;
-        }
+        did |= send_wire(route);
     }
     return did;
 }

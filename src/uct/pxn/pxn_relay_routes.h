@@ -96,8 +96,9 @@ public:
     /* A target port's answer to route `id`'s wire request (kAmWired). */
     void     wired_answer(uint32_t id, uint64_t gen, const Bytes &target_ep);
     /* Sends wire requests that could not go yet and fails routes whose
-     * wiring took too long; true when it did something. */
-    bool     progress_wiring();
+     * wiring took too long (`now`: monotonic ns; a wiring's clock starts
+     * at the first call after it began); true when it did something. */
+    bool     progress_wiring(uint64_t now);
     /* Which use of id `id` this is: a new number each time it is given to
      * a target (what the relay keeps per route goes with it). */
     uint64_t gen(uint32_t id) const { return routes_[id].gen; }
@@ -123,7 +124,7 @@ private:
         uct_ep_h ep        = nullptr;
         uct_ep_h wire_ep   = nullptr; /* wired: frames and wiring */
         Bytes    wire_request;        /* wired: until it went */
-        uint64_t wire_deadline = 0;   /* wired: monotonic ns */
+        uint64_t wire_deadline = 0;   /* wired: monotonic ns (0: not set) */
         bool     used      = false;
         bool     wiring    = false;
         bool     connected = false;
@@ -138,6 +139,8 @@ private:
     RouteAnswer  to_iface(const RouteMessage &request);
     /* wired: the route's RMA ep and its wire request */
     ucs_status_t wire(uint32_t id);
+    /* The route's wire request, if it has not gone yet; true if it went. */
+    bool         send_wire(Route &route);
     void         destroy_eps(Route &route);
     RouteAnswer  create_ep();
     RouteAnswer  connect_ep(const RouteMessage &request);

@@ -85,9 +85,11 @@ ucs_status_t RelayService::open(const Params &params, const Settings &settings,
     if (status != UCS_OK) {
         return status;
     }
-    ucs_info("pxn: relaying on %s (rail %s, inner %s, node %s) for up to %u "
+    const std::string &wire = params.net->wire_tl_name();
+    ucs_info("pxn: relaying on %s (rail %s, inner %s%s%s, node %s) for up to %u "
              "senders through a %s arena", params.device.c_str(),
              params.rail.c_str(), params.net->tl_name().c_str(),
+             wire.empty() ? "" : " wired over ", wire.c_str(),
              params.registry->node_id().c_str(), settings.geometry.lanes,
              gpu ? "GPU" : "host");
     *relay_p = std::move(r);

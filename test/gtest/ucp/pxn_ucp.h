@@ -289,8 +289,22 @@ protected:
                              uint64_t bytes, const char *operation = nullptr,
                              bool pxn_protocols = true)
     {
-        BackgroundProcess *r01 = relay(inner, kRelay01);
-        BackgroundProcess *r10 = relay(inner, kRelay10);
+        /* pxn's own settings go to the relays too (every node alike); a
+         * wired relay says so when it starts and logs each route it wires
+         * (debug level) */
+        std::vector<std::string> relay_env;
+        for (const std::string &e : extra_env) {
+            if (e.rfind("UCX_PXN_", 0) == 0) {
+                relay_env.push_back(e);
+            }
+        }
+        const bool wired = std::find(extra_env.begin(), extra_env.end(),
+                                     "UCX_PXN_NET_CONNECT=wired") != extra_env.end();
+        if (wired) {
+            relay_env.push_back("UCX_LOG_LEVEL=debug");
+        }
+        BackgroundProcess *r01 = relay(inner, kRelay01, relay_env);
+        BackgroundProcess *r10 = relay(inner, kRelay10, relay_env);
         ASSERT_TRUE(r01 && r10);
         std::vector<std::string> env = extra_env;
         env.push_back("UCX_PROTO_INFO=y");
@@ -309,6 +323,13 @@ protected:
         expect_protocols(run.client_log, operation, pxn_protocols);
         const RelayStats s01 = stop_relay(r01), s10 = stop_relay(r10);
         const RelayStats &carrier = (via.node == kRelay01.node) ? s01 : s10;
+        if (wired) {
+            BackgroundProcess *r = (via.node == kRelay01.node) ? r01 : r10;
+            EXPECT_NE(std::string::npos, r->output().find("inner tcp wired over tcp"))
+                    << r->output();
+            EXPECT_NE(std::string::npos, r->output().find("route 0 wired"))
+                    << "relay n" << via.node << "r" << via.rail << " wired no route";
+        }
         EXPECT_GE(carrier.bytes, bytes) << "relay n" << via.node << "r" << via.rail;
         for (const RelayStats *s : {&s01, &s10}) {
             EXPECT_EQ(0u, s->failed);

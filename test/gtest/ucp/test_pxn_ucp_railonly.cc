@@ -94,6 +94,26 @@ TEST_F(PxnUcp, RailOnlyGet)
                         kRelay10, 100 * 64 * kKiB);
 }
 
+/* UCX_PXN_NET_CONNECT=wired, rc's way (tcp standing in for rc and for the
+ * to-iface transport beside it): UCP still reaches the cross-rail peer
+ * through pxn alone, and the relays wire their own ep-to-ep routes. */
+TEST_F(PxnUcp, RailOnlyWiredTagRendezvousThroughPxnAlone)
+{
+    cross_rail_perftest(Inner::kRailOnly, 14321,
+                        {"-t", "tag_bw", "-s", "4194304", "-n", "10", "-w", "2"},
+                        {"UCX_PXN_NET_CONNECT=wired"}, kRelay01, 10 * 4 * kMiB);
+}
+
+TEST_F(PxnUcp, RailOnlyWiredAmEagerAndGetThroughPxnAlone)
+{
+    cross_rail_perftest(Inner::kRailOnly, 14322,
+                        {"-t", "ucp_am_bw", "-s", "4096", "-n", "2000"},
+                        {"UCX_PXN_NET_CONNECT=wired"}, kRelay01, 2000 * 4 * kKiB);
+    cross_rail_perftest(Inner::kRailOnly, 14323,
+                        {"-t", "ucp_get", "-s", "65536", "-n", "100"},
+                        {"UCX_PXN_NET_CONNECT=wired"}, kRelay10, 100 * 64 * kKiB);
+}
+
 /* The rail NIC and the frontend both allowed: UCX 1.13's tcp claims the
  * cross-rail peer on the rail NIC too, but every lane stays pxn's (on both
  * devices), so no lane sits on a NIC that cannot reach the peer. */
