@@ -117,7 +117,6 @@ ucs_status_t read_am_frame(const void *data, size_t length, AmFrame *frame)
         std::memcpy(&f.grant, body, sizeof(f.grant));
         break;
     case kAmBye:
-    case kAmUnwire:
         if ((h.am_id != 0) || (h.cookie == 0) || (body_length != 0)) {
             return UCS_ERR_INVALID_PARAM;
         }
@@ -127,6 +126,15 @@ ucs_status_t read_am_frame(const void *data, size_t length, AmFrame *frame)
         if ((h.am_id != 0) || (h.cookie == 0) ||
             !read_address(pos, end, &f.relay_dev) ||
             !read_address(pos, end, &f.ep) ||
+            !read_address(pos, end, &f.relay_iface) || (pos != end)) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        break;
+    }
+    case kAmUnwire: {
+        const uint8_t *pos = body;
+        if ((h.am_id != 0) || (h.cookie == 0) ||
+            !read_address(pos, end, &f.relay_dev) ||
             !read_address(pos, end, &f.relay_iface) || (pos != end)) {
             return UCS_ERR_INVALID_PARAM;
         }
@@ -199,10 +207,11 @@ size_t write_am_wired(void *out, size_t capacity, uint64_t source,
 }
 
 size_t write_am_unwire(void *out, size_t capacity, uint64_t source,
-                       uint32_t cookie)
+                       uint32_t cookie, const Bytes &relay_dev,
+                       const Bytes &relay_iface)
 {
-    return write_header(out, capacity, sizeof(AmFrameHeader), kAmUnwire, 0,
-                        cookie, source);
+    return write_addressed(out, capacity, kAmUnwire, cookie, source, nullptr,
+                           0, {&relay_dev, &relay_iface});
 }
 
 } // namespace pxn

@@ -31,7 +31,8 @@
  *               three times): connect an ep of yours to mine and tell me
  *               its address;
  *   kAmWired:   the target's answer: its ep's address (u8 length, bytes);
- *   kAmUnwire:  nothing more: the route ended, the target's ep may go.
+ *   kAmUnwire:  the relay port's device and wiring iface addresses (as
+ *               in its kAmWire): the route ended, the target's ep may go.
  * In these three, `cookie` is the relay's route id + 1 and `source` the
  * route's generation (RouteTable).
  * Fields are in the byte order of the hosts (pxn's nodes share one
@@ -124,8 +125,8 @@ struct AmFrame {
     const uint8_t *payload        = nullptr; /* kAmData */
     size_t         payload_length = 0;
     AmHello        hello{};                  /* kAmHello */
-    Bytes          relay_dev;                /* kAmHello, kAmWire */
-    Bytes          relay_iface;              /* kAmHello, kAmWire */
+    Bytes          relay_dev;                /* kAmHello, kAmWire, kAmUnwire */
+    Bytes          relay_iface;              /* kAmHello, kAmWire, kAmUnwire */
     Bytes          ep;                       /* kAmWire: the relay's,
                                                 kAmWired: the target's */
     AmGrant        grant{};                  /* kAmGrant */
@@ -135,9 +136,9 @@ struct AmFrame {
  * of *frame to use) for: a frame shorter than its kind needs, an unknown
  * kind, reserved bits set, an AM id >= kAmIdCount, a cookie of 0 where one
  * is needed (or one where none is), a hello whose addresses overrun the
- * frame or leave bytes after them, a grant of the wrong length, a bye or
- * an unwire with a body, a wire or wired frame whose addresses overrun it
- * or leave bytes after them. */
+ * frame or leave bytes after them, a grant of the wrong length, a bye with
+ * a body, a wire, wired or unwire frame whose addresses overrun it or leave
+ * bytes after them. */
 ucs_status_t read_am_frame(const void *data, size_t length, AmFrame *frame);
 
 /* The writers: each returns the frame's length, or 0 when `capacity` is
@@ -157,7 +158,8 @@ size_t write_am_wire(void *out, size_t capacity, uint64_t source,
 size_t write_am_wired(void *out, size_t capacity, uint64_t source,
                       uint32_t cookie, const Bytes &target_ep);
 size_t write_am_unwire(void *out, size_t capacity, uint64_t source,
-                       uint32_t cookie);
+                       uint32_t cookie, const Bytes &relay_dev,
+                       const Bytes &relay_iface);
 
 } // namespace pxn
 

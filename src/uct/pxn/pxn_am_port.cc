@@ -197,13 +197,17 @@ unsigned AmPort::pump_wiring(const OnWired &wired)
     }
     answers_.clear();
     for (auto it = wired_.begin(); it != wired_.end();) {
-        const bool gone =
+        const bool failed =
                 std::find(failed_.begin(), failed_.end(), it->second.ep) !=
-                        failed_.end() ||
+                failed_.end();
+        const bool unwired =
                 std::find_if(unwires_.begin(), unwires_.end(), [&](const Wire &w) {
                     return !(w < it->first) && !(it->first < w);
                 }) != unwires_.end();
-        if (gone) {
+        if (failed || unwired) {
+            ucs_debug("pxn: port: ep %p of relay route %u (gen %lu) %s",
+                      it->second.ep, it->first.id, it->first.gen,
+                      unwired ? "unwired" : "failed");
             net_->ep_destroy(it->second.ep);
             it = wired_.erase(it);
             ++work;

@@ -3,6 +3,8 @@
 #include <ucs/debug/log_def.h>
 #include <ucs/pxn/am_frame.h>
 
+#include <new>
+
 namespace pxn {
 namespace uct {
 
@@ -67,9 +69,10 @@ void RouteTable::maybe_free(uint32_t id)
         route.wire_request.empty()) {
         /* the target's port may let its ep go (best effort: a port whose
          * process ends lets it go anyway) */
-        uint8_t frame[sizeof(AmFrameHeader)];
+        uint8_t frame[sizeof(AmFrameHeader) + 2 + 2 * UINT8_MAX];
         const size_t length = write_am_unwire(frame, sizeof(frame), route.gen,
-                                              id + 1);
+                                              id + 1, net_->device_address(),
+                                              net_->iface_address());
         (void)net_->am_send(route.wire_ep, frame, length, nullptr, 0);
     }
     wiring_ -= route.wiring;
@@ -154,15 +157,18 @@ ucs_status_t RouteTable::wire(uint32_t id)
         route.ep = nullptr;
         return status;
     }
-    route.wire_request.resize(sizeof(AmFrameHeader) + 3 + 3 * UINT8_MAX);
-    const size_t length = write_am_wire(route.wire_request.data(),
-                                        route.wire_request.size(), route.gen,
-                                        id + 1, net_->device_address(),
-                                        relay_ep, net_->iface_address());
+    uint8_t frame[sizeof(AmFrameHeader) + 3 + 3 * UINT8_MAX];
+    const size_t length = write_am_wire(frame, sizeof(frame), route.gen, id + 1,
+                                        net_->device_address(), relay_ep,
+                                        net_->iface_address());
     if (length == 0) {
         return UCS_ERR_EXCEEDS_LIMIT;
     }
-    route.wire_request.resize(length);
+    try {
+        route.wire_request.assign(frame, frame + length);
+    } catch (const std::bad_alloc&) {
+        return UCS_ERR_NO_MEMORY;
+    }
     route.wiring        = true;
     route.wire_deadline = 0; /* the next progress_wiring() sets it */
     ++wiring_;

@@ -86,14 +86,18 @@ TEST(AmFrame, WiringFramesReadBackAsWrittenAndRefuseWhatOverrunsOrTrails)
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               pxn::read_am_frame(wired.data(), wired.size() - 1, &f));
 
-    uint8_t unwire[17] = {};
-    ASSERT_EQ(16u, pxn::write_am_unwire(unwire, sizeof(unwire), 42, 8));
-    ASSERT_EQ(UCS_OK, pxn::read_am_frame(unwire, 16, &f));
+    uint8_t unwire[24] = {};
+    ASSERT_EQ(16u + 2 + 2 + 1, pxn::write_am_unwire(unwire, sizeof(unwire), 42, 8,
+                                                    Bytes{1, 2}, Bytes{6}));
+    ASSERT_EQ(UCS_OK, pxn::read_am_frame(unwire, 21, &f));
     EXPECT_EQ(pxn::kAmUnwire, f.header.kind);
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(unwire, 17, &f));
+    EXPECT_EQ((Bytes{1, 2}), f.relay_dev);
+    EXPECT_EQ((Bytes{6}), f.relay_iface);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(unwire, 22, &f));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(unwire, 20, &f));
     /* each names its route (cookie: route id + 1) */
-    pxn::write_am_unwire(unwire, sizeof(unwire), 42, 0);
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(unwire, 16, &f));
+    pxn::write_am_unwire(unwire, sizeof(unwire), 42, 0, Bytes{1, 2}, Bytes{6});
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(unwire, 21, &f));
     pxn::write_am_wire(wire.data(), wire.size(), 42, 0, Bytes{1, 2},
                        Bytes{3, 4, 5}, Bytes{6});
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, pxn::read_am_frame(wire.data(), wire.size(), &f));

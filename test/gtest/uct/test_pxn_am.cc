@@ -188,24 +188,43 @@ TEST_F(PxnAm, WiredRelayConnectsItsOwnEpToEpRouteAndCarriesPutsAndMessages)
     EXPECT_EQ("ok", c.target->call("check 13 0 " + std::to_string(size)));
     expect_received_intact(c.target, 40, 500);
     expect_healthy(0, c.relay, size + 20 * 4000 + 20 * 5000);
+    /* a new ep: the old one's route ends (the target's port lets its ep
+     * go), the new one is wired again */
+    ASSERT_EQ("ok", c.sender->call("connect " + c.t.dev + " " + c.t.iface));
+    source_buffer(c.sender, size, 14);
+    EXPECT_EQ("Success", put(c.sender, c.t, size, 10000));
+    EXPECT_EQ("ok", c.target->call("check 14 0 " + std::to_string(size)));
 
-    /* the relay's route was wired (UCX's debug log, one file per process,
-     * written out when the process ends) */
-    const pid_t relay = c.relay->pid();
-    std::vector<pid_t> pids = {relay, c.target->pid(), c.sender->pid()};
+    /* UCX's debug log, one file per process, written out when it ends */
+    const std::vector<PeerProcess*> order = {c.relay, c.target, c.sender};
+    std::vector<pid_t> pids;
+    for (PeerProcess *p : order) {
+        pids.push_back(p->pid());
+    }
     peers_.clear();
-    std::string relay_log;
+    std::vector<std::string> logs;
     for (pid_t pid : pids) {
         std::string path = log;
         path.replace(path.find("%p"), 2, std::to_string(pid));
-        if (pid == relay) {
-            std::ifstream in(path);
-            relay_log.assign(std::istreambuf_iterator<char>(in), {});
-        }
+        std::ifstream in(path);
+        logs.emplace_back(std::istreambuf_iterator<char>(in),
+                          std::istreambuf_iterator<char>());
         std::remove(path.c_str());
     }
-    EXPECT_NE(std::string::npos, relay_log.find("wired")) << "no route wired";
-    EXPECT_EQ(std::string::npos, relay_log.find("wiring failed"));
+    const auto count = [](const std::string &text, const std::string &what) {
+        size_t n = 0;
+        for (size_t at = text.find(what); at != std::string::npos;
+             at = text.find(what, at + 1)) {
+            ++n;
+        }
+        return n;
+    };
+    EXPECT_EQ(2u, count(logs[0], " wired\n")) << "routes wired by the relay";
+    EXPECT_EQ(0u, count(logs[0], "wiring failed"));
+    /* at the target: the first route's ep when the sender's first ep
+     * went, the second's when the relay closed */
+    EXPECT_EQ(1u, count(logs[1], "(gen 1) unwired")) << logs[1];
+    EXPECT_EQ(1u, count(logs[1], "(gen 2) unwired"));
 }
 
 /* A target that never answers a relay's wire request (stopped before the
