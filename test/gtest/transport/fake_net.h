@@ -7,7 +7,8 @@
  *
  * Behaviour a test can set: completions held until release() (pieces in
  * flight), a status every operation fails with, ep creation failing, the
- * connection model. Counters tell what the relay did (eps created and
+ * connection model (kWired: eps of both kinds, active-message frames kept
+ * for the test to read, as the wiring iface would send them). Counters tell what the relay did (eps created and
  * destroyed, keys unpacked and released, operations posted).
  *
  * Completions are delivered by progress(), in posting order, like a real
@@ -62,6 +63,15 @@ public:
         ep_failed(reinterpret_cast<uct_ep_h>(eps_.back().get()), status);
     }
     size_t inflight() const { return pending_.size(); }
+    /* Frames am_send() took, oldest first; am_send() answers `status`
+     * instead while it is not UCS_OK (nothing taken). */
+    const std::vector<pxn::Bytes> &frames() const { return frames_; }
+    void fail_am_send(ucs_status_t status) { am_send_status_ = status; }
+    /* Whether `ep` (one of this net's) was connected (ep_connect). */
+    static bool connected(uct_ep_h ep)
+    {
+        return reinterpret_cast<const FakeEp*>(ep)->connected;
+    }
     const Stats &stats() const { return stats_; }
     /* An (iface) address of a fake target, distinct per index. */
     static pxn::Bytes target_iface(uint64_t index);
@@ -81,6 +91,8 @@ public:
     ucs_status_t ep_connect(uct_ep_h ep, const uint8_t *dev_addr,
                             const uint8_t *ep_addr) override;
     void         ep_destroy(uct_ep_h ep) override;
+    ucs_status_t am_send(uct_ep_h ep, const void *header, size_t header_length,
+                         const void *payload, size_t length) override;
     ucs_status_t put_zcopy(uct_ep_h ep, const uct_iov_t *iov,
                            uint64_t remote_addr, uct_rkey_t rkey,
                            uct_completion_t *comp) override;
@@ -124,6 +136,8 @@ private:
     bool                                 hold_ = false;
     ucs_status_t                         fail_status_ = UCS_OK;
     ucs_status_t                         ep_create_status_ = UCS_OK;
+    ucs_status_t                         am_send_status_ = UCS_OK;
+    std::vector<pxn::Bytes>              frames_;
     Stats                                stats_;
 };
 

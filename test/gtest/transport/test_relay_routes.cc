@@ -6,7 +6,9 @@
  */
 #include "lane_fixture.h"
 
+#include <ucs/pxn/am_frame.h>
 #include <ucs/pxn/route_codec.h>
+#include <uct/pxn/pxn_relay_routes.h>
 
 #include <cstring>
 
@@ -256,6 +258,134 @@ TEST_F(RelayRoutes, KeyInUseByAPieceInFlightIsNeverReleased)
     EXPECT_EQ(UCS_OK, first.comp.status);
     EXPECT_NE(UCS_OK, second.comp.status);
     EXPECT_EQ(0, target[64]);
+}
+
+/* The wired model's route table (Net::ConnectMode::kWired), alone: what it
+ * sends to the target's port and what it makes of the answers. */
+class RouteWiring : public ::testing::Test {
+protected:
+    static constexpr uint64_t kTimeoutNs = 1000000;
+
+    RouteWiring() :
+        net_(pxn::uct::Net::ConnectMode::kWired),
+        table_(&net_, 4, [](const pxn::Bytes&, const pxn::Bytes&) { return false; },
+               kTimeoutNs)
+    {
+    }
+
+    pxn::RouteAnswer route_to(uint64_t target)
+    {
+        pxn::RouteMessage m;
+        m.kind  = pxn::abi::kRouteToIface;
+        m.dev   = FakeNet(pxn::uct::Net::ConnectMode::kWired, 100 + target)
+                          .device_address();
+        m.iface = FakeNet::target_iface(target);
+        return table_.serve(m);
+    }
+
+    /* The last frame sent, read. */
+    pxn::AmFrame last_frame()
+    {
+        pxn::AmFrame f;
+        EXPECT_FALSE(net_.frames().empty());
+        if (!net_.frames().empty()) {
+            const pxn::Bytes &b = net_.frames().back();
+            EXPECT_EQ(UCS_OK, pxn::read_am_frame(b.data(), b.size(), &f));
+        }
+        return f;
+    }
+
+    FakeNet                  net_;
+    pxn::uct::RouteTable     table_;
+};
+
+TEST_F(RouteWiring, ARouteIsUsableAtOnceAndWiredOnlyByItsTargetsAnswer)
+{
+    const pxn::RouteAnswer a = route_to(1);
+    ASSERT_EQ(UCS_OK, a.status);
+    EXPECT_TRUE(table_.usable(a.route)) << "pieces wait, they do not fail";
+    EXPECT_FALSE(table_.wired(a.route));
+    EXPECT_TRUE(table_.wiring());
+    /* two eps: the wiring one carries frames, the other waits for RMA */
+    EXPECT_EQ(2u, net_.stats().eps_created);
+    EXPECT_NE(table_.ep(a.route), table_.am_ep(a.route));
+    EXPECT_FALSE(FakeNet::connected(table_.ep(a.route)));
+
+    const pxn::AmFrame wire = last_frame();
+    ASSERT_EQ(pxn::kAmWire, wire.header.kind);
+    EXPECT_EQ(a.route + 1, wire.header.cookie);
+    EXPECT_EQ(net_.device_address(), wire.relay_dev);
+    EXPECT_EQ(net_.iface_address(), wire.relay_iface);
+    EXPECT_EQ(8u, wire.ep.size());
+
+    /* an answer for another generation of the id, or another id, is not
+     * this route's */
+    const pxn::Bytes target_ep(8, 0x42);
+    table_.wired_answer(a.route, wire.header.source + 1, target_ep);
+    table_.wired_answer(a.route + 1, wire.header.source, target_ep);
+    EXPECT_FALSE(table_.wired(a.route));
+    table_.wired_answer(a.route, wire.header.source, target_ep);
+    EXPECT_TRUE(table_.wired(a.route));
+    EXPECT_FALSE(table_.wiring());
+    EXPECT_TRUE(FakeNet::connected(table_.ep(a.route)));
+
+    /* a second request for the same target shares the route */
+    const pxn::RouteAnswer b = route_to(1);
+    ASSERT_EQ(UCS_OK, b.status);
+    EXPECT_EQ(a.route, b.route);
+    EXPECT_EQ(1u, net_.frames().size());
+}
+
+TEST_F(RouteWiring, ARouteThatEndsTellsTheTargetsPortAndDestroysBothEps)
+{
+    const pxn::RouteAnswer a = route_to(2);
+    ASSERT_EQ(UCS_OK, a.status);
+    const pxn::AmFrame wire = last_frame();
+    table_.wired_answer(a.route, wire.header.source, pxn::Bytes(8, 1));
+    table_.release(a.route);
+    const pxn::AmFrame unwire = last_frame();
+    EXPECT_EQ(pxn::kAmUnwire, unwire.header.kind);
+    EXPECT_EQ(wire.header.source, unwire.header.source);
+    EXPECT_EQ(wire.header.cookie, unwire.header.cookie);
+    EXPECT_EQ(wire.relay_dev, unwire.relay_dev);
+    EXPECT_EQ(wire.relay_iface, unwire.relay_iface);
+    EXPECT_EQ(2u, net_.stats().eps_destroyed);
+    EXPECT_EQ(0u, table_.active());
+}
+
+TEST_F(RouteWiring, AWireRequestThatCannotGoYetGoesInALaterRound)
+{
+    net_.fail_am_send(UCS_ERR_NO_RESOURCE);
+    const pxn::RouteAnswer a = route_to(3);
+    ASSERT_EQ(UCS_OK, a.status);
+    EXPECT_TRUE(net_.frames().empty());
+    EXPECT_FALSE(table_.progress_wiring(1000));
+    net_.fail_am_send(UCS_OK);
+    EXPECT_TRUE(table_.progress_wiring(2000));
+    EXPECT_EQ(pxn::kAmWire, last_frame().header.kind);
+    EXPECT_FALSE(table_.progress_wiring(3000)) << "sent once";
+    EXPECT_EQ(1u, net_.frames().size());
+}
+
+TEST_F(RouteWiring, ARouteNotWiredInTimeFailsAndANewRequestGetsANewRoute)
+{
+    const pxn::RouteAnswer a = route_to(4);
+    ASSERT_EQ(UCS_OK, a.status);
+    const uint64_t gen = last_frame().header.source;
+    EXPECT_FALSE(table_.progress_wiring(1000)); /* its clock starts */
+    EXPECT_FALSE(table_.progress_wiring(1000 + kTimeoutNs));
+    EXPECT_TRUE(table_.usable(a.route));
+    EXPECT_TRUE(table_.progress_wiring(1001 + kTimeoutNs));
+    EXPECT_FALSE(table_.usable(a.route));
+    EXPECT_TRUE(table_.collect());
+    EXPECT_EQ(2u, net_.stats().eps_destroyed);
+    EXPECT_FALSE(table_.wiring());
+    /* a late answer changes nothing */
+    table_.wired_answer(a.route, gen, pxn::Bytes(8, 1));
+    EXPECT_FALSE(table_.wired(a.route));
+    const pxn::RouteAnswer b = route_to(4);
+    ASSERT_EQ(UCS_OK, b.status);
+    EXPECT_NE(a.route, b.route) << "the failed id is held by its lane";
 }
 
 } // namespace pxn_test
