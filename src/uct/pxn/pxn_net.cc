@@ -160,7 +160,7 @@ ucs_status_t UctNet::open_events(uct_iface_h iface, const uct_iface_attr_t &attr
            UCS_OK : UCS_ERR_IO_ERROR;
 }
 
-ucs_status_t UctNet::open_wire(const std::string &tl_name, bool asked)
+ucs_status_t UctNet::open_wire(const std::string &tl_name, std::string *why)
 {
     /* the to-iface transports with active messages beside each connect-to-ep
      * one, on the same device: what reaches a peer that the ep-to-ep one
@@ -174,22 +174,29 @@ ucs_status_t UctNet::open_wire(const std::string &tl_name, bool asked)
         candidates = {"ud_verbs"};
     }
     const Bytes dev = device_address();
+    std::string tried; /* "tl: why not", for the log */
     for (const std::string &wire : candidates) {
         uct_iface_h iface;
         uct_iface_attr_t attr;
-        if (!md_offers(md_, wire, device_) ||
-            (open_iface(wire, &iface, &attr) != UCS_OK)) {
+        if (!md_offers(md_, wire, device_)) {
+            tried += " " + wire + ": not offered;";
+            continue;
+        }
+        if (open_iface(wire, &iface, &attr) != UCS_OK) {
+            tried += " " + wire + ": did not open;";
             continue;
         }
         Bytes wire_dev(attr.device_addr_len);
         uct_iface_get_device_address(iface, reinterpret_cast<uct_device_addr_t*>(
                                                     wire_dev.data()));
-        if (!(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) ||
-            !(attr.cap.flags & UCT_IFACE_FLAG_AM_BCOPY) || (wire_dev != dev)) {
-            ucs_debug("pxn: inner %s/%s cannot wire %s: %s", wire.c_str(),
-                      device_.c_str(), tl_name.c_str(),
-                      (wire_dev != dev) ? "another device address" :
-                                          "no to-iface active messages");
+        const char *why = !(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) ||
+                          !(attr.cap.flags & UCT_IFACE_FLAG_AM_BCOPY) ?
+                          "no to-iface active messages" :
+                          (wire_dev != dev) ?
+                          "another device address (e.g. another path MTU)" :
+                          nullptr;
+        if (why != nullptr) {
+            tried += " " + wire + ": " + why + ";";
             uct_iface_close(iface);
             continue;
         }
@@ -198,20 +205,18 @@ ucs_status_t UctNet::open_wire(const std::string &tl_name, bool asked)
         wire_tl_    = wire;
         return UCS_OK;
     }
-    if (asked) {
-        ucs_error("pxn: UCX_PXN_NET_CONNECT=wired: no to-iface transport with "
-                  "active messages beside inner %s on %s", tl_name.c_str(),
-                  device_.c_str());
-    } else {
-        ucs_debug("pxn: no to-iface transport with active messages beside "
-                  "inner %s on %s: ep to ep", tl_name.c_str(), device_.c_str());
+    if (tried.empty()) {
+        tried = " none known;";
     }
+    tried.pop_back();
+    *why = "no transport can wire inner " + tl_name + " on " + device_ +
+           " (tried:" + tried + ")";
     return UCS_ERR_UNSUPPORTED;
 }
 
 ucs_status_t UctNet::open(const InnerMd &md, const std::string &tl_name,
                           const std::string &device, ConnectModel model,
-                          std::unique_ptr<Net> *net_p)
+                          std::unique_ptr<Net> *net_p, std::string *error)
 {
     std::unique_ptr<UctNet> net(new UctNet());
     net->tl_name_   = tl_name;
@@ -255,11 +260,16 @@ ucs_status_t UctNet::open(const InnerMd &md, const std::string &tl_name,
      * wire, it is to-iface (what wired gives UCP too). */
     const bool asked = (model == ConnectModel::kWired) && to_ep;
     const bool wire  = asked || ((model == ConnectModel::kAuto) && to_ep && !to_iface);
-    if (wire && (net->open_wire(tl_name, asked) == UCS_OK)) {
+    std::string why;
+    if (wire && (net->open_wire(tl_name, &why) == UCS_OK)) {
         net->mode_ = ConnectMode::kWired;
     } else if (asked) {
+        *error = "pxn: UCX_PXN_NET_CONNECT=wired: " + why;
         return UCS_ERR_UNSUPPORTED;
     } else {
+        if (wire) {
+            ucs_debug("pxn: %s: ep to ep", why.c_str());
+        }
         net->mode_ = (to_ep && ((model == ConnectModel::kEp) || !to_iface)) ?
                      ConnectMode::kEp : ConnectMode::kIface;
     }

@@ -232,12 +232,13 @@ public:
     /* Opens `tl_name` on `device` of `md` on a new private worker.
      * `model` kEp forces the ep-to-ep model when both are supported;
      * kWired opens the wiring iface beside an inner transport that
-     * connects ep to ep (UCS_ERR_UNSUPPORTED, logged, when none opens);
-     * kAuto: to-iface where the inner transport can, else wired where a
-     * wiring iface opens, else ep-to-ep. */
+     * connects ep to ep (UCS_ERR_UNSUPPORTED and `*error`, for the caller
+     * to log once, when none opens); kAuto: to-iface where the inner
+     * transport can, else wired where a wiring iface opens, else ep-to-ep.
+     * Other failures are logged here. */
     static ucs_status_t open(const InnerMd &md, const std::string &tl_name,
                              const std::string &device, ConnectModel model,
-                             std::unique_ptr<Net> *net);
+                             std::unique_ptr<Net> *net, std::string *error);
 
     Bytes device_address() const override;
     Bytes iface_address() const override;
@@ -280,9 +281,9 @@ private:
 
     ucs_status_t open_iface(const std::string &tl_name, uct_iface_h *iface,
                             uct_iface_attr_t *attr);
-    /* The wiring iface beside `tl_name` (logged as an error when `asked`:
-     * UCX_PXN_NET_CONNECT=wired). */
-    ucs_status_t open_wire(const std::string &tl_name, bool asked);
+    /* The wiring iface beside `tl_name`; UCS_ERR_UNSUPPORTED and `*why`
+     * (what was tried, and why not) when none opens. */
+    ucs_status_t open_wire(const std::string &tl_name, std::string *why);
     /* The iface's event fd into event_fd_ (an epoll fd over both ifaces in
      * kWired); UCS_ERR_UNSUPPORTED where it has none. */
     ucs_status_t open_events(uct_iface_h iface, const uct_iface_attr_t &attr,

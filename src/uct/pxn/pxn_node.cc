@@ -136,9 +136,13 @@ ucs_status_t Node::port_for(const InnerMd &md, const std::string &device,
         return UCS_OK;
     }
     std::unique_ptr<Net> net;
+    std::string error;
     ucs_status_t status = UctNet::open(md, dev->tl_name, device,
-                                       settings_.connect_model, &net);
+                                       settings_.connect_model, &net, &error);
     if (status != UCS_OK) {
+        if (!error.empty()) {
+            error_once(error);
+        }
         return status;
     }
     if ((settings_.connect_model == ConnectModel::kIface) &&
