@@ -70,8 +70,17 @@ ucs_status_t Relay::create(const Params &params, const Settings &settings,
         lane.rkeys.init(net, relay->counters_);
     }
     relay->depth_ = settings.inflight_depth;
-    relay->am_max_ = params.host_slots ?
-                     net->am_payload_max(settings.geometry.slot_size) : 0;
+    relay->am_max_   = net->am_payload_max(settings.geometry.slot_size);
+    relay->slots_gpu_ = params.slots_gpu;
+    if ((relay->slots_gpu_ >= 0) && (relay->am_max_ != 0)) {
+        try {
+            relay->am_bounce_.resize(relay->am_max_);
+        } catch (const std::bad_alloc&) {
+            ucs_error("pxn: no memory for the relay's %zu-byte AM buffer",
+                      relay->am_max_);
+            return UCS_ERR_NO_MEMORY;
+        }
+    }
     relay->am_token_base_ = (uint64_t(getpid()) << 40) ^ monotonic_ns();
     /* a lane's parked AM piece holds a Piece of its own (forward_am) */
     relay->pieces_.resize(relay->depth_ +

@@ -87,9 +87,12 @@ public:
         RouteTable::LocalCheck is_local;
         CommitLane             commit_lane;
         ReleaseLane            release_lane;
-        /* The CPU can read the slots (a host arena): the relay forwards AM
-         * pieces only then (their bytes go out through inner am_bcopy). */
-        bool                   host_slots = true;
+        /* The GPU whose memory holds the slots (a GPU arena), -1 for a
+         * host arena: an AM piece's messages go out through inner
+         * am_bcopy, which the CPU packs, so from a GPU arena each is first
+         * copied into a host buffer (copy_to_host, in that GPU's primary
+         * context). */
+        int                    slots_gpu = -1;
     };
 
     /* Everything in `params` must outlive the relay. */
@@ -117,7 +120,8 @@ public:
 
     /* Active messages (pxn_relay_am.cc). The longest message the relay
      * forwards: what one inner AM carries after its frame header, within a
-     * slot; 0 where the inner transport has no AM or connects ep to ep. */
+     * slot; 0 where the inner transport has no AM or connects ep to ep
+     * (not wired). */
     size_t max_am() const { return am_max_; }
     /* A target's grant for route token `source` (AmPort, this relay's
      * port): credit for AM pieces waiting on it. Unknown tokens (a route
@@ -310,6 +314,8 @@ private:
     uint64_t                    am_token_base_ = 0;
     uint64_t                    am_next_token_ = 0;
     size_t                      am_max_ = 0;
+    int                         slots_gpu_ = -1;
+    std::vector<uint8_t>        am_bounce_; /* GPU arena: one message */
     uint32_t                    next_lane_ = 0;
     uint64_t                    round_     = 0; /* progress() calls */
     uint64_t                    next_sweep_ns_ = 0;

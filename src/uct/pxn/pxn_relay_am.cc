@@ -5,6 +5,8 @@
  */
 #include "pxn_relay.h"
 
+#include "pxn_cuda.h"
+
 #include <ucs/debug/log_def.h>
 #include <ucs/pxn/am_frame.h>
 
@@ -108,12 +110,21 @@ void Relay::post_am(Piece &piece)
             uint8_t header[sizeof(AmFrameHeader)];
             write_am_data_header(header, sizeof(header), flow->token, cookie,
                                  am_plan_id(plan.remote_addr));
+            const uint8_t *payload = slot + piece.am_offset;
+            if (!am_bounce_.empty() && (plan.length != 0)) {
+                /* a GPU arena: the CPU packs the inner message */
+                GpuScope scope(slots_gpu_);
+                status  = copy_to_host(am_bounce_.data(), payload, plan.length);
+                payload = am_bounce_.data();
+            }
             /* the fence once more, as close to the send as it gets: a relay
              * stopped since the check above (its sender gave up meanwhile)
              * sends nothing of the lane when it resumes */
-            status = fenced(lane) ? UCS_ERR_CANCELED :
-                     net_->am_send(ep, header, sizeof(header),
-                                   slot + piece.am_offset, plan.length);
+            if (status == UCS_OK) {
+                status = fenced(lane) ? UCS_ERR_CANCELED :
+                         net_->am_send(ep, header, sizeof(header), payload,
+                                       plan.length);
+            }
             if (status == UCS_ERR_CANCELED) {
                 abi::bump(counters_->fenced);
             }

@@ -76,7 +76,7 @@ ucs_status_t RelayService::open(const Params &params, const Settings &settings,
                                   [arena](uint32_t lane) {
                                       arena->release(lane, monotonic_ns());
                                   },
-                                  !gpu};
+                                  gpu ? params.gpu : -1};
         status = Relay::create(relay, settings, &r->relay_);
     }
     if (status == UCS_OK) {
