@@ -9,6 +9,9 @@
 #         latency 8 B - 1 MiB, bandwidth 64 KiB - 16 MiB (tag and AM), and
 #         NIXL's notification pattern (nixl_notify)
 #   tests the GPU tests alone
+#   ab1m  1 MiB latency (rendezvous), UCX_TCP_TX_SEG_SIZE=8k against the
+#         default, twice each, interleaved, ranks unbound: did pxn's 64 KiB
+#         send segment make the 1 MiB cells slower than run 16's?
 #   ab    what two settings do, latency and bandwidth around the eager
 #         limit: UCX_TCP_TX_SEG_SIZE=8k (pxn's inner tcp with tcp's own
 #         8 KiB send segments, as before 82c582a; UCP's same-rail tcp has
@@ -56,5 +59,12 @@ if [ "$1" = ab ]; then
     for p in n y; do
         ENV_NOTE="UCX_PXN_AM_POLL=$p" UCX_PXN_AM_POLL=$p \
             ro ampoll.txt 100 --tests tag_lat,ucp_am_lat,nixl_notify --sizes 8,8K --bind
+    done
+fi
+if [ "$1" = ab1m ]; then
+    for r in 1 2; do
+        ENV_NOTE="UCX_TCP_TX_SEG_SIZE=8k round $r" UCX_TCP_TX_SEG_SIZE=8k \
+            ro ab1m.txt 100 --tests tag_lat,ucp_am_lat --sizes 1M
+        ENV_NOTE="default round $r" ro ab1m.txt 100 --tests tag_lat,ucp_am_lat --sizes 1M
     done
 fi
