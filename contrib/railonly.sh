@@ -8,7 +8,7 @@
 # connect). The frontend carries only ucx_perftest's own exchange.
 #
 #   bash contrib/railonly.sh [--tests tag_lat,tag_bw] [--sizes 8,64K,1M]
-#                            [--iters N] [--bind]
+#                            [--iters N] [--bind] [--bind-cores N]
 #
 # Latency tests (*_lat) print the typical (median) and average one-way
 # latency in us, bandwidth tests MB/s; each with the ratio pxn / same-rail.
@@ -20,6 +20,9 @@
 # second network), then same-rail; medians and 90th percentiles in us of
 # flush-done-to-handler (notify) and put-posted-to-handler (write+notify),
 # and the ratios pxn / frontend.
+# --bind-cores N: the same with N cores each (the client the first N, the
+# server the last N), so that a rank's pxn engine thread may run beside its
+# busy-polling thread.
 # --bind: every ucx_perftest bound to one core of its own as MPI binds
 # ranks (taskset; the relays and engines unbound).
 # Relays: ucx_pxn_relay on node 0 rail 1 and node 1 rail 0. Needs root;
@@ -34,17 +37,25 @@ build=${PXN_BUILD_DIR:-$top/build}
 tests=tag_lat,tag_bw
 sizes=8,1K,8K,64K,1M,16M
 iters=
-bind=0
+bind=0 bind_cores=1
 while [ $# -gt 0 ]; do
     case $1 in
     --tests) tests=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
     --bind) bind=1; shift ;;
-    *) echo "usage: railonly.sh [--tests T,...] [--sizes LIST] [--iters N] [--bind]" >&2
+    --bind-cores) bind=1 bind_cores=$2; shift 2 ;;
+    *) echo "usage: railonly.sh [--tests T,...] [--sizes LIST] [--iters N] [--bind] [--bind-cores N]" >&2
        exit 2 ;;
     esac
 done
+case $bind_cores in
+''|*[!0-9]*|0) echo "railonly.sh: --bind-cores wants a number of cores, not '$bind_cores'" >&2; exit 2 ;;
+esac
+if [ $((2 * bind_cores)) -gt "$(nproc)" ]; then
+    echo "railonly.sh: --bind-cores $bind_cores: client and server need $((2 * bind_cores)) of $(nproc) cores" >&2
+    exit 2
+fi
 [ "$(id -u)" = 0 ] || { echo "railonly.sh: run as root (network namespaces)" >&2; exit 2; }
 
 # shellcheck source=contrib/emulation.sh
@@ -85,8 +96,8 @@ run() {
     b=$(bytes "$size")
     n=${iters:-$(( b >= 16777216 ? 20 : (b >= 1048576 ? 100 : 2000) ))}
     if [ $bind = 1 ]; then
-        pin_s="taskset -c $((cores - 1))"
-        pin_c="taskset -c 0"
+        pin_s="taskset -c $((cores - bind_cores))-$((cores - 1))"
+        pin_c="taskset -c 0-$((bind_cores - 1))"
     fi
     UCX_TLS=$tls slot "$sn" "$sr" $pin_s timeout 60 "$ucx/bin/ucx_perftest" -p $port \
         > "$log/server-$label-$test-$size.log" 2>&1 &

@@ -9,6 +9,9 @@
 #         latency 8 B - 1 MiB, bandwidth 64 KiB - 16 MiB (tag and AM), and
 #         NIXL's notification pattern (nixl_notify)
 #   tests the GPU tests alone
+#   cores small-message latency with each rank bound to 1 core (its pxn
+#         engine thread shares the busy rank's core) against 2 cores each,
+#         twice each, interleaved
 #   ab1m  1 MiB latency (rendezvous), UCX_TCP_TX_SEG_SIZE=8k against the
 #         default, twice each, interleaved, ranks unbound: did pxn's 64 KiB
 #         send segment make the 1 MiB cells slower than run 16's?
@@ -66,5 +69,13 @@ if [ "$1" = ab1m ]; then
         ENV_NOTE="UCX_TCP_TX_SEG_SIZE=8k round $r" UCX_TCP_TX_SEG_SIZE=8k \
             ro ab1m.txt 100 --tests tag_lat,ucp_am_lat --sizes 1M
         ENV_NOTE="default round $r" ro ab1m.txt 100 --tests tag_lat,ucp_am_lat --sizes 1M
+    done
+fi
+if [ "$1" = cores ]; then
+    for r in 1 2; do
+        for n in 1 2; do
+            ENV_NOTE="--bind-cores $n round $r" \
+                ro cores.txt 100 --tests tag_lat,ucp_am_lat --sizes 8,1K,8K,16K --bind-cores $n
+        done
     done
 fi
