@@ -28,8 +28,10 @@ Bytes relay_key(const Bytes &dev, const Bytes &iface)
 
 AmPort::AmPort(Net *net) : net_(net)
 {
+    /* may run inside an inner call that pump() makes with mutex_ held (a
+     * send that finds its connection gone): its own lock */
     net_->set_port_ep_failure([this](uct_ep_h ep, ucs_status_t) {
-        std::lock_guard<std::mutex> guard(mutex_);
+        std::lock_guard<std::mutex> guard(failed_mutex_);
         try {
             failed_.push_back(ep);
         } catch (const std::bad_alloc&) {
@@ -196,15 +198,20 @@ unsigned AmPort::pump_wiring(const OnWired &wired)
         ++work;
     }
     answers_.clear();
+    std::vector<uct_ep_h> failed;
+    {
+        std::lock_guard<std::mutex> guard(failed_mutex_);
+        failed.swap(failed_);
+    }
     for (auto it = wired_.begin(); it != wired_.end();) {
-        const bool failed =
-                std::find(failed_.begin(), failed_.end(), it->second.ep) !=
-                failed_.end();
+        const bool gone =
+                std::find(failed.begin(), failed.end(), it->second.ep) !=
+                failed.end();
         const bool unwired =
                 std::find_if(unwires_.begin(), unwires_.end(), [&](const Wire &w) {
                     return !(w < it->first) && !(it->first < w);
                 }) != unwires_.end();
-        if (failed || unwired) {
+        if (gone || unwired) {
             ucs_debug("pxn: port: ep %p of relay route %u (gen %lu) %s",
                       it->second.ep, it->first.id, it->first.gen,
                       unwired ? "unwired" : "failed");
@@ -215,7 +222,6 @@ unsigned AmPort::pump_wiring(const OnWired &wired)
             ++it;
         }
     }
-    failed_.clear();
     unwires_.clear();
     for (const Wire &wire : wires_) {
         if (wired_.count(wire) != 0) {
@@ -255,8 +261,14 @@ bool AmPort::pending()
 {
     std::lock_guard<std::mutex> guard(mutex_);
     if (!granted_.empty() || !owed_.empty() || !answers_.empty() ||
-        !wires_.empty() || !unwires_.empty() || !failed_.empty()) {
+        !wires_.empty() || !unwires_.empty()) {
         return true;
+    }
+    {
+        std::lock_guard<std::mutex> failed_guard(failed_mutex_);
+        if (!failed_.empty()) {
+            return true;
+        }
     }
     for (const auto &entry : wired_) {
         if (!entry.second.answered) {

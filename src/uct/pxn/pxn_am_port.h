@@ -128,6 +128,7 @@ private:
     std::vector<Answer>                 answers_;  /* received, for relays */
     std::vector<Wire>                   wires_;    /* requests received */
     std::vector<Wire>                   unwires_;  /* routes that ended */
+    std::mutex                          failed_mutex_; /* failed_ only */
     std::vector<uct_ep_h>               failed_;   /* eps the transport failed */
     std::map<Wire, WiredEp>             wired_;    /* this port's eps */
     std::atomic<uint64_t>               refused_{0};
