@@ -8,6 +8,7 @@
 
 #include <ucs/pxn/am_frame.h>
 #include <ucs/pxn/route_codec.h>
+#include <uct/pxn/pxn_am_port.h>
 #include <uct/pxn/pxn_relay_routes.h>
 
 #include <cstring>
@@ -386,6 +387,138 @@ TEST_F(RouteWiring, ARouteNotWiredInTimeFailsAndANewRequestGetsANewRoute)
     const pxn::RouteAnswer b = route_to(4);
     ASSERT_EQ(UCS_OK, b.status);
     EXPECT_NE(a.route, b.route) << "the failed id is held by its lane";
+}
+
+/* The target's side of the wiring: a port (AmPort) over the fake net. */
+class PortWiring : public ::testing::Test {
+protected:
+    explicit PortWiring(pxn::uct::Net::ConnectMode mode =
+                                pxn::uct::Net::ConnectMode::kWired) :
+        net_(mode, 7), port_(&net_)
+    {
+    }
+
+    /* A relay's frame of `kind` for its route (id, gen), as RouteTable
+     * writes it. */
+    void from_relay(pxn::AmFrameKind kind, uint32_t id, uint64_t gen)
+    {
+        uint8_t frame[256];
+        const size_t n = (kind == pxn::kAmWire) ?
+                pxn::write_am_wire(frame, sizeof(frame), gen, id + 1, relay_dev_,
+                                   relay_ep_, relay_iface_) :
+                pxn::write_am_unwire(frame, sizeof(frame), gen, id + 1,
+                                     relay_dev_, relay_iface_);
+        ASSERT_NE(0u, n);
+        port_.receive(frame, n);
+    }
+
+    unsigned pump()
+    {
+        return port_.pump([](uint64_t, uint64_t) {},
+                          [this](uint32_t id, uint64_t gen, const pxn::Bytes &ep) {
+                              answers_.push_back({id, gen, ep});
+                          });
+    }
+
+    struct Answer {
+        uint32_t   id;
+        uint64_t   gen;
+        pxn::Bytes ep;
+    };
+
+    const pxn::Bytes    relay_dev_   = pxn::Bytes(8, 0xd1);
+    const pxn::Bytes    relay_ep_    = pxn::Bytes(8, 0xe1);
+    const pxn::Bytes    relay_iface_ = pxn::Bytes(8, 0xf1);
+    FakeNet             net_;
+    pxn::uct::AmPort    port_;
+    std::vector<Answer> answers_;
+};
+
+TEST_F(PortWiring, AWireRequestGetsAConnectedEpAndItsAddressBackOnce)
+{
+    from_relay(pxn::kAmWire, 3, 11);
+    EXPECT_TRUE(port_.pending());
+    EXPECT_NE(0u, pump());
+    /* its ep, connected to the relay's, and one to the relay port for the
+     * answer */
+    EXPECT_EQ(2u, net_.stats().eps_created);
+    ASSERT_EQ(1u, net_.frames().size());
+    pxn::AmFrame answer;
+    ASSERT_EQ(UCS_OK, pxn::read_am_frame(net_.frames()[0].data(),
+                                         net_.frames()[0].size(), &answer));
+    EXPECT_EQ(pxn::kAmWired, answer.header.kind);
+    EXPECT_EQ(4u, answer.header.cookie);
+    EXPECT_EQ(11u, answer.header.source);
+    EXPECT_EQ(8u, answer.ep.size());
+    /* a repeated request is answered by the ep it has */
+    from_relay(pxn::kAmWire, 3, 11);
+    pump();
+    EXPECT_EQ(2u, net_.stats().eps_created);
+    EXPECT_FALSE(port_.pending());
+    EXPECT_EQ(0u, port_.refused());
+}
+
+TEST_F(PortWiring, AnAnswerThatCannotGoYetGoesAtALaterPump)
+{
+    net_.fail_am_send(UCS_ERR_NO_RESOURCE);
+    from_relay(pxn::kAmWire, 0, 1);
+    pump();
+    EXPECT_TRUE(net_.frames().empty());
+    EXPECT_TRUE(port_.pending()) << "the answer is still owed";
+    net_.fail_am_send(UCS_OK);
+    pump();
+    EXPECT_EQ(1u, net_.frames().size());
+    EXPECT_FALSE(port_.pending());
+}
+
+TEST_F(PortWiring, UnwireOrAFailureLetsTheEpGoAndOnlyThatRoutesEp)
+{
+    from_relay(pxn::kAmWire, 1, 5);
+    from_relay(pxn::kAmWire, 2, 6);
+    pump();
+    ASSERT_EQ(3u, net_.stats().eps_created); /* two routes, one answer ep */
+    /* another generation of the id, or another relay's, is not that ep */
+    from_relay(pxn::kAmUnwire, 1, 4);
+    pump();
+    EXPECT_EQ(0u, net_.stats().eps_destroyed);
+    from_relay(pxn::kAmUnwire, 1, 5);
+    pump();
+    EXPECT_EQ(1u, net_.stats().eps_destroyed);
+    /* a third route's ep, the newest, fails in the inner transport */
+    from_relay(pxn::kAmWire, 9, 9);
+    pump();
+    ASSERT_EQ(4u, net_.stats().eps_created);
+    net_.fail_newest_ep(UCS_ERR_CONNECTION_RESET);
+    EXPECT_TRUE(port_.pending());
+    pump();
+    EXPECT_EQ(2u, net_.stats().eps_destroyed);
+}
+
+TEST_F(PortWiring, AnswersForThisPortsRelaysGoToThemAtThePump)
+{
+    uint8_t frame[64];
+    const size_t n = pxn::write_am_wired(frame, sizeof(frame), 21, 5,
+                                         pxn::Bytes(8, 0x42));
+    port_.receive(frame, n);
+    pump();
+    ASSERT_EQ(1u, answers_.size());
+    EXPECT_EQ(4u, answers_[0].id);
+    EXPECT_EQ(21u, answers_[0].gen);
+    EXPECT_EQ(pxn::Bytes(8, 0x42), answers_[0].ep);
+}
+
+class PortNotWired : public PortWiring {
+protected:
+    PortNotWired() : PortWiring(pxn::uct::Net::ConnectMode::kIface) {}
+};
+
+TEST_F(PortNotWired, RefusesAndCountsWireRequests)
+{
+    from_relay(pxn::kAmWire, 0, 1);
+    pump();
+    EXPECT_EQ(1u, port_.refused());
+    EXPECT_EQ(0u, net_.stats().eps_created);
+    EXPECT_TRUE(net_.frames().empty());
 }
 
 } // namespace pxn_test
