@@ -38,6 +38,19 @@ bool read_address(const uint8_t *&pos, const uint8_t *end, Bytes *address)
     return true;
 }
 
+/* u8-length-prefixed addresses from `pos` to the frame's `end`, in order,
+ * with nothing after them. */
+bool read_addresses(const uint8_t *pos, const uint8_t *end,
+                    std::initializer_list<Bytes*> addresses)
+{
+    for (Bytes *address : addresses) {
+        if (!read_address(pos, end, address)) {
+            return false;
+        }
+    }
+    return pos == end;
+}
+
 /* A header, `fixed` bytes, then u8-length-prefixed addresses: the frame's
  * length, or 0 when `capacity` is too small or an address is longer than
  * 255 bytes. */
@@ -102,9 +115,8 @@ ucs_status_t read_am_frame(const void *data, size_t length, AmFrame *frame)
             return UCS_ERR_INVALID_PARAM;
         }
         std::memcpy(&f.hello, body, sizeof(f.hello));
-        const uint8_t *pos = body + sizeof(AmHello);
-        if (!read_address(pos, end, &f.relay_dev) ||
-            !read_address(pos, end, &f.relay_iface) || (pos != end)) {
+        if (!read_addresses(body + sizeof(AmHello), end,
+                            {&f.relay_dev, &f.relay_iface})) {
             return UCS_ERR_INVALID_PARAM;
         }
         break;
@@ -121,33 +133,18 @@ ucs_status_t read_am_frame(const void *data, size_t length, AmFrame *frame)
             return UCS_ERR_INVALID_PARAM;
         }
         break;
-    case kAmWire: {
-        const uint8_t *pos = body;
+    case kAmWire:
+    case kAmWired:
+    case kAmUnwire:
         if ((h.am_id != 0) || (h.cookie == 0) ||
-            !read_address(pos, end, &f.relay_dev) ||
-            !read_address(pos, end, &f.ep) ||
-            !read_address(pos, end, &f.relay_iface) || (pos != end)) {
+            !((h.kind == kAmWire) ?
+              read_addresses(body, end, {&f.relay_dev, &f.ep, &f.relay_iface}) :
+              (h.kind == kAmWired) ?
+              read_addresses(body, end, {&f.ep}) :
+              read_addresses(body, end, {&f.relay_dev, &f.relay_iface}))) {
             return UCS_ERR_INVALID_PARAM;
         }
         break;
-    }
-    case kAmUnwire: {
-        const uint8_t *pos = body;
-        if ((h.am_id != 0) || (h.cookie == 0) ||
-            !read_address(pos, end, &f.relay_dev) ||
-            !read_address(pos, end, &f.relay_iface) || (pos != end)) {
-            return UCS_ERR_INVALID_PARAM;
-        }
-        break;
-    }
-    case kAmWired: {
-        const uint8_t *pos = body;
-        if ((h.am_id != 0) || (h.cookie == 0) || !read_address(pos, end, &f.ep) ||
-            (pos != end)) {
-            return UCS_ERR_INVALID_PARAM;
-        }
-        break;
-    }
     default:
         return UCS_ERR_INVALID_PARAM;
     }

@@ -5,6 +5,7 @@
 #include <ucs/debug/log_def.h>
 
 #include <algorithm>
+#include <iterator>
 
 namespace pxn {
 namespace uct {
@@ -28,10 +29,10 @@ Bytes relay_key(const Bytes &dev, const Bytes &iface)
 
 AmPort::AmPort(Net *net) : net_(net)
 {
-    /* may run inside an inner call that pump() makes with mutex_ held (a
-     * send that finds its connection gone): its own lock */
+    /* inside the port's progress or an inner call, the Net lock held (as
+     * pump()): may run in a send that pump() makes with mutex_ held, so it
+     * takes no lock of its own */
     net_->set_port_ep_failure([this](uct_ep_h ep, ucs_status_t) {
-        std::lock_guard<std::mutex> guard(failed_mutex_);
         try {
             failed_.push_back(ep);
         } catch (const std::bad_alloc&) {
@@ -198,31 +199,32 @@ unsigned AmPort::pump_wiring(const OnWired &wired)
         ++work;
     }
     answers_.clear();
-    std::vector<uct_ep_h> failed;
-    {
-        std::lock_guard<std::mutex> guard(failed_mutex_);
-        failed.swap(failed_);
-    }
-    for (auto it = wired_.begin(); it != wired_.end();) {
-        const bool gone =
-                std::find(failed.begin(), failed.end(), it->second.ep) !=
-                failed.end();
-        const bool unwired =
-                std::find_if(unwires_.begin(), unwires_.end(), [&](const Wire &w) {
-                    return !(w < it->first) && !(it->first < w);
-                }) != unwires_.end();
-        if (gone || unwired) {
-            ucs_debug("pxn: port: ep %p of relay route %u (gen %lu) %s",
-                      it->second.ep, it->first.id, it->first.gen,
-                      unwired ? "unwired" : "failed");
-            net_->ep_destroy(it->second.ep);
-            it = wired_.erase(it);
-            ++work;
-        } else {
-            ++it;
+    const auto drop = [&](std::map<Wire, WiredEp>::iterator it, const char *why) {
+        ucs_debug("pxn: port: ep %p of relay route %u (gen %lu) %s",
+                  it->second.ep, it->first.id, it->first.gen, why);
+        unanswered_ -= !it->second.answered;
+        net_->ep_destroy(it->second.ep);
+        wired_.erase(it);
+        ++work;
+    };
+    for (const Wire &unwire : unwires_) {
+        auto it = wired_.find(unwire);
+        if (it != wired_.end()) {
+            drop(it, "unwired");
         }
     }
     unwires_.clear();
+    if (!failed_.empty()) {
+        for (auto it = wired_.begin(); it != wired_.end();) {
+            auto next = std::next(it);
+            if (std::find(failed_.begin(), failed_.end(), it->second.ep) !=
+                failed_.end()) {
+                drop(it, "failed");
+            }
+            it = next;
+        }
+        failed_.clear();
+    }
     for (const Wire &wire : wires_) {
         if (wired_.count(wire) != 0) {
             continue; /* a repeated request: answered as the first */
@@ -242,15 +244,17 @@ unsigned AmPort::pump_wiring(const OnWired &wired)
         }
         try {
             wired_.emplace(wire, std::move(ep));
+            ++unanswered_;
         } catch (const std::bad_alloc&) {
             net_->ep_destroy(ep.ep); /* its relay's wiring times out */
         }
         ++work;
     }
     wires_.clear();
-    for (auto &entry : wired_) {
-        if (!entry.second.answered && answer_wire(entry.first, entry.second)) {
-            entry.second.answered = true; /* else again at the next pump() */
+    for (auto it = wired_.begin(); (unanswered_ != 0) && (it != wired_.end()); ++it) {
+        if (!it->second.answered && answer_wire(it->first, it->second)) {
+            it->second.answered = true; /* else again at the next pump() */
+            --unanswered_;
             ++work;
         }
     }
@@ -261,19 +265,8 @@ bool AmPort::pending()
 {
     std::lock_guard<std::mutex> guard(mutex_);
     if (!granted_.empty() || !owed_.empty() || !answers_.empty() ||
-        !wires_.empty() || !unwires_.empty()) {
+        !wires_.empty() || !unwires_.empty() || (unanswered_ != 0)) {
         return true;
-    }
-    {
-        std::lock_guard<std::mutex> failed_guard(failed_mutex_);
-        if (!failed_.empty()) {
-            return true;
-        }
-    }
-    for (const auto &entry : wired_) {
-        if (!entry.second.answered) {
-            return true;
-        }
     }
     for (const auto &entry : sinks_) {
         if (entry.second.inbox->grant_pending()) {

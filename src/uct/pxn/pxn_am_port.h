@@ -128,9 +128,11 @@ private:
     std::vector<Answer>                 answers_;  /* received, for relays */
     std::vector<Wire>                   wires_;    /* requests received */
     std::vector<Wire>                   unwires_;  /* routes that ended */
-    std::mutex                          failed_mutex_; /* failed_ only */
-    std::vector<uct_ep_h>               failed_;   /* eps the transport failed */
+    /* eps the transport failed (the Net lock guards it: the failure
+     * observer runs with it held, as pump() does) */
+    std::vector<uct_ep_h>               failed_;
     std::map<Wire, WiredEp>             wired_;    /* this port's eps */
+    size_t                              unanswered_ = 0; /* of wired_ */
     std::atomic<uint64_t>               refused_{0};
     static std::atomic<uint32_t>        next_cookie_;
 };

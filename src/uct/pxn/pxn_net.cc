@@ -189,14 +189,14 @@ ucs_status_t UctNet::open_wire(const std::string &tl_name, std::string *why)
         Bytes wire_dev(attr.device_addr_len);
         uct_iface_get_device_address(iface, reinterpret_cast<uct_device_addr_t*>(
                                                     wire_dev.data()));
-        const char *why = !(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) ||
-                          !(attr.cap.flags & UCT_IFACE_FLAG_AM_BCOPY) ?
-                          "no to-iface active messages" :
-                          (wire_dev != dev) ?
-                          "another device address (e.g. another path MTU)" :
-                          nullptr;
-        if (why != nullptr) {
-            tried += " " + wire + ": " + why + ";";
+        const char *reason = !(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) ||
+                             !(attr.cap.flags & UCT_IFACE_FLAG_AM_BCOPY) ?
+                             "no to-iface active messages" :
+                             (wire_dev != dev) ?
+                             "another device address (e.g. another path MTU)" :
+                             nullptr;
+        if (reason != nullptr) {
+            tried += " " + wire + ": " + reason + ";";
             uct_iface_close(iface);
             continue;
         }
@@ -286,14 +286,10 @@ ucs_status_t UctNet::open(const InnerMd &md, const std::string &tl_name,
     if (!net->has_get()) {
         net->max_get_sgl_ = 0;
     }
-    for (uct_iface_h iface : {net->iface_, net->wire_iface_}) {
-        if ((iface == nullptr) ||
-            ((iface == net->iface_) && (net->mode_ == ConnectMode::kWired)) ||
-            (net->max_am() == 0)) {
-            continue; /* frames go over the wiring iface */
-        }
-        status = uct_iface_set_am_handler(iface, kInnerAmId, am_handler,
-                                          net.get(), 0 /* sync */);
+    if (net->max_am() > 0) {
+        /* frames arrive where targets are reached (wired: the wiring iface) */
+        status = uct_iface_set_am_handler(net->to_iface_iface(), kInnerAmId,
+                                          am_handler, net.get(), 0 /* sync */);
         if (status != UCS_OK) {
             ucs_error("pxn: inner %s/%s refused an AM handler: %s",
                       tl_name.c_str(), device.c_str(),

@@ -489,8 +489,8 @@ TEST_F(PortWiring, UnwireOrAFailureLetsTheEpGoAndOnlyThatRoutesEp)
     pump();
     ASSERT_EQ(4u, net_.stats().eps_created);
     net_.fail_newest_ep(UCS_ERR_CONNECTION_RESET);
-    EXPECT_TRUE(port_.pending());
-    pump();
+    EXPECT_EQ(1u, net_.stats().eps_destroyed) << "not inside the failure";
+    pump(); /* the next, whenever the engine or the iface's progress comes */
     EXPECT_EQ(2u, net_.stats().eps_destroyed);
 }
 
