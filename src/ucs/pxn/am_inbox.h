@@ -111,8 +111,12 @@ public:
      * is new). */
     bool grant_pending() const
     {
-        return grant_due_ || (abi::load_acquire(consumed_) != seen_consumed_);
+        return grant_due() || (abi::load_acquire(consumed_) != seen_consumed_);
     }
+    /* Producer: grants() has something to give that no drain announces (a
+     * new source, a bye's room, room that lacked at the last grants()):
+     * the room drains give back is announced by take_wake(). */
+    bool grant_due() const { return grant_due_; }
 
     /* Written by both threads; a snapshot for counters. */
     AmInboxCounters counters() const;

@@ -263,13 +263,23 @@ unsigned AmPort::pump_wiring(const OnWired &wired)
 
 bool AmPort::pending()
 {
+    return inboxes_pending(&AmInbox::grant_pending);
+}
+
+bool AmPort::frames_pending()
+{
+    return inboxes_pending(&AmInbox::grant_due);
+}
+
+bool AmPort::inboxes_pending(bool (AmInbox::*grant)() const)
+{
     std::lock_guard<std::mutex> guard(mutex_);
     if (!granted_.empty() || !owed_.empty() || !answers_.empty() ||
         !wires_.empty() || !unwires_.empty() || (unanswered_ != 0)) {
         return true;
     }
     for (const auto &entry : sinks_) {
-        if (entry.second.inbox->grant_pending()) {
+        if ((entry.second.inbox->*grant)()) {
             return true;
         }
     }

@@ -70,9 +70,40 @@ public:
     void     detach(uint32_t cookie);
 
     void     receive(const void *data, size_t length);
-    /* pump() has work: grants received, or an inbox with room to grant. */
+    /* pump() has work: frames_pending(), or an inbox with room to grant. */
     bool     pending();
+    /* pump() has work that frames brought: grants or wiring answers for
+     * the relays on this port, wire requests and unwires, new sources to
+     * grant, grants and answers that wait to go. Not the room an inbox's
+     * drain gives back: its consumer wakes the engine for that
+     * (AmInbox::take_wake). */
+    bool     frames_pending();
     unsigned pump(const OnGrant &granted, const OnWired &wired);
+
+    /* The application's progress came to receive on this port
+     * (UCX_PXN_AM_POLL, Hub::receive_here), whether or not the engine held
+     * it at that moment: plain stores, any thread. True when the engine
+     * asked to be woken by it: it sleeps watching the port, and each
+     * message would wake it until it looks again. */
+    bool     note_polled()
+    {
+        __atomic_store_n(&polls_, __atomic_load_n(&polls_, __ATOMIC_RELAXED) + 1,
+                         __ATOMIC_RELAXED);
+        return __atomic_load_n(&watched_, __ATOMIC_RELAXED) &&
+               __atomic_exchange_n(&watched_, false, __ATOMIC_RELAXED);
+    }
+    /* Engine thread: the application came to receive since the last call,
+     * so it takes the port's frames itself and the engine need not wake
+     * for each of them. When it did not, its next poll will wake the
+     * engine (note_polled()). */
+    bool     polled_since_last_look()
+    {
+        const uint64_t polls = __atomic_load_n(&polls_, __ATOMIC_RELAXED);
+        const bool     polled = (polls != polls_seen_);
+        polls_seen_           = polls;
+        __atomic_store_n(&watched_, !polled, __ATOMIC_RELAXED);
+        return polled;
+    }
 
     /* Frames dropped: malformed, no such iface, beyond credit. */
     uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
@@ -110,6 +141,9 @@ private:
         Bytes    ep;
     };
 
+    /* pending() and frames_pending(): work of the port's own, or an inbox
+     * whose `grant` says it has room to give. */
+    bool inboxes_pending(bool (AmInbox::*grant)() const);
     void send_grants(uint32_t cookie, Sink &sink);
     /* One frame to the relay port `relay`, on the ep made for it once. */
     bool send_to_relay(const Bytes &relay, const void *frame, size_t length);
@@ -133,6 +167,9 @@ private:
     std::vector<uct_ep_h>               failed_;
     std::map<Wire, WiredEp>             wired_;    /* this port's eps */
     size_t                              unanswered_ = 0; /* of wired_ */
+    uint64_t                            polls_      = 0; /* note_polled() */
+    uint64_t                            polls_seen_ = 0; /* engine's last look */
+    bool                                watched_    = false; /* wake at a poll */
     std::atomic<uint64_t>               refused_{0};
     static std::atomic<uint32_t>        next_cookie_;
 };

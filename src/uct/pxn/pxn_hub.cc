@@ -92,20 +92,29 @@ ucs_status_t Hub::open_inbox()
     return UCS_OK;
 }
 
-/* The engine thread sleeps on the port's event fd and receives as well: a
- * frame this thread took is one it will not see. What only the engine
- * does after a frame -- grants for a hello or a drained inbox (AmPort::pump),
- * a relay's next step after an inner completion of its own on this port --
- * needs it woken. A pure target's messages need no engine at all. */
+/* While this thread keeps receiving, the engine leaves the port to it
+ * (Node::left_to_app), so that a message wakes no engine thread on the
+ * application's core; this thread's first poll after a pause wakes the
+ * engine once, to let it know. A frame this thread took is one the engine
+ * will not see: what only the engine does after one -- a new source's
+ * grant, a relay's grant or wiring (AmPort::pump), a relay's next step
+ * after an inner completion of its own on this port, an ep failure --
+ * needs it woken; a message for an inbox does not (the room its drain
+ * gives back wakes the engine in drain_am, once every quarter window). */
 void Hub::receive_here()
 {
+    if (am_port_->note_polled()) { /* even when the engine is at it now */
+        node_->wake_engine();
+    }
     std::unique_lock<std::mutex> guard(port_->lock(), std::try_to_lock);
     if (!guard.owns_lock()) {
         return; /* the engine is at it */
     }
     const unsigned work = port_->progress();
+    const bool     wake = (work != 0) &&
+                          (port_->take_engine_work() || am_port_->frames_pending());
     guard.unlock();
-    if ((work != 0) && (node_->has_relay() || am_port_->pending())) {
+    if (wake) {
         node_->wake_engine();
     }
 }

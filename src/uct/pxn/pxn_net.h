@@ -31,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 namespace pxn {
 namespace uct {
@@ -189,7 +190,14 @@ public:
                 (*observer)(ep, status);
             }
         }
+        note_engine_work();
     }
+    /* Whatever progress() did that only the engine thread follows up: a
+     * relay's inner operation completed (Relay::finish), an ep failed. A
+     * thread other than the engine that progressed the port wakes the
+     * engine for it (Hub::receive_here). Lock held. */
+    void note_engine_work() { engine_work_ = true; }
+    bool take_engine_work() { return std::exchange(engine_work_, false); }
 
     virtual unsigned progress() = 0;
     /* An fd that becomes readable when progress() may have work, after
@@ -223,6 +231,7 @@ private:
     AmReceiver       am_receiver_;
     EpFailure        ep_failure_;
     EpFailure        port_ep_failure_;
+    bool             engine_work_ = false; /* note_engine_work() */
 };
 
 class UctNet final : public Net {

@@ -335,7 +335,6 @@ ucs_status_t Node::start_relay(const std::string &device, const InnerMd *md,
             status = RelayService::open(params, settings_, &relay);
             if (status == UCS_OK) {
                 relays_.push_back(std::move(relay));
-                has_relay_.store(true, std::memory_order_release);
                 return UCS_OK;
             }
             retired->push_back(std::move(net)); /* maybe its last holder */

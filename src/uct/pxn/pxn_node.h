@@ -93,9 +93,6 @@ public:
     /* An inbox drained room its sources wait for: the engine grants it
      * (ends its sleep). Any thread. */
     void         wake_engine() { engine_.wake(); }
-    /* A relay runs in this process (its engine follows up what any thread's
-     * progress of its port completed). Any thread. */
-    bool         has_relay() const { return has_relay_.load(std::memory_order_acquire); }
     /* The sender of UCT worker `worker`, shared by its ifaces. */
     ucs_status_t sender_for(const void *worker, std::shared_ptr<Sender> *sender);
 
@@ -130,6 +127,7 @@ private:
                            deleter, which ends it before the Net */
         uint64_t    am_refused_folded; /* am->refused() already in the
                                           process's am_refused */
+        bool        left_to_app = false; /* at the last may_sleep() */
     };
 
     explicit Node(const Settings &settings) : settings_(settings) {}
@@ -151,6 +149,11 @@ private:
                              Retired *retired);
     void         start_deferred(Retired *retired);
     void         fold_counters();
+    /* Engine thread: the application receives on `port`, which the
+     * engine then leaves to it, unless the engine has business there
+     * (pxn_node_engine.cc). */
+    bool         left_to_app(Port &port) const;
+    bool         engine_needs(const Port &port) const;
     /* Caller holds mutex_. What `port`'s AmPort refused since the last
      * call, into the process's am_refused. */
     void         fold_refused(Port &port);
@@ -167,7 +170,6 @@ private:
     std::vector<std::string>                candidates_; /* inner devices */
     std::atomic<int>                        gpu_{-1};
 
-    std::atomic<bool>                       has_relay_{false};
     mutable std::mutex                      mutex_;
     std::vector<Port>                       ports_;
     std::map<std::string, std::weak_ptr<Net>> port_refs_; /* by tl/device */

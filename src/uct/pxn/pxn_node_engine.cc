@@ -109,7 +109,9 @@ unsigned Node::work()
     unsigned work = 0;
     for (const Port &port : ports_) {
         std::lock_guard<std::mutex> net_guard(port.net->lock());
-        work += port.net->progress();
+        if (!port.left_to_app || engine_needs(port)) {
+            work += port.net->progress();
+        }
         if (port.am != nullptr) {
             work += port.am->pump(
                     [&](uint64_t source, uint64_t granted) {
@@ -148,9 +150,13 @@ Nap Node::may_sleep()
         return Nap::kNone;
     }
     fold_counters(); /* the file is current while we sleep */
-    for (const Port &port : ports_) {
+    bool watching = false;
+    for (Port &port : ports_) {
         std::lock_guard<std::mutex> net_guard(port.net->lock());
-        if ((port.net->event_fd() >= 0) && (port.net->arm() != UCS_OK)) {
+        port.left_to_app = left_to_app(port);
+        watching        |= port.left_to_app;
+        if (!port.left_to_app && (port.net->event_fd() >= 0) &&
+            (port.net->arm() != UCS_OK)) {
             return Nap::kNone; /* events pending */
         }
         if ((port.am != nullptr) && port.am->pending()) {
@@ -160,7 +166,7 @@ Nap Node::may_sleep()
     /* Completions of a port without an event fd must be polled for. */
     Nap nap = std::any_of(relays_.begin(), relays_.end(), [](const auto &r) {
                   return (r->inflight() != 0) && (r->net().event_fd() < 0);
-              }) ? Nap::kShort : Nap::kLong;
+              }) ? Nap::kShort : (watching ? Nap::kWatch : Nap::kLong);
     for (const auto &relay : relays_) {
         relay->wakeup().prepare_sleep();
     }
@@ -197,11 +203,36 @@ std::vector<int> Node::wait_fds()
         fds.push_back(relay->wakeup().fd());
     }
     for (const Port &port : ports_) {
-        if (port.net->event_fd() >= 0) {
+        if ((port.net->event_fd() >= 0) && !port.left_to_app) {
             fds.push_back(port.net->event_fd());
         }
     }
     return fds;
+}
+
+/* A port whose frames the application's progress receives (it came to
+ * since the engine last looked: UCX_PXN_AM_POLL) needs the engine only for
+ * its own business there: while it has none, the engine neither wakes on
+ * the port's event fd nor progresses it in its rounds. Either would take
+ * the messages from the application, on the application's core when the
+ * rank is bound to one, and keep the engine spinning while messages come.
+ * The engine looks again after Nap::kWatch and takes the port back once
+ * the application stopped. Mutex_ and the port's Net lock held. */
+bool Node::left_to_app(Port &port) const
+{
+    return (port.am != nullptr) && port.am->polled_since_last_look() &&
+           !engine_needs(port);
+}
+
+/* Its relays' operations in flight or routes wiring, or the AM side's
+ * grants and answers waiting to go (a connection to a relay port that
+ * completes in progress). */
+bool Node::engine_needs(const Port &port) const
+{
+    return ((port.am != nullptr) && port.am->frames_pending()) ||
+           std::any_of(relays_.begin(), relays_.end(), [&](const auto &r) {
+               return (&r->net() == port.net) && r->needs_port();
+           });
 }
 
 } // namespace uct

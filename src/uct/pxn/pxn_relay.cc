@@ -363,6 +363,7 @@ void Relay::piece_completed(uct_completion_t *comp)
 void Relay::finish(Piece &piece)
 {
     Lane &lane = *piece.lane;
+    net_->note_engine_work(); /* the lane's next piece, its completion */
     ucs_status_t status = (piece.status != UCS_OK) ? piece.status :
                                                      piece.done.comp.status;
     lane.rkeys.drop(piece.rkeys);

@@ -101,6 +101,13 @@ public:
         relay_->wired(id, gen, target_ep);
     }
     unsigned inflight() const { return relay_->inflight(); }
+    /* Its port must be progressed for it: operations in flight (their
+     * completions, grants for the messages among them) or a route wiring.
+     * Net lock held. */
+    bool     needs_port() const
+    {
+        return (relay_->inflight() != 0) || relay_->routes().wiring();
+    }
     void     heartbeat(uint64_t now_ns);
     RelayWakeup &wakeup() { return wakeup_; }
 
