@@ -76,7 +76,11 @@ ucs_status_t Node::start()
                                                    current_gpu();
     gpu_.store(gpu, std::memory_order_release);
     Engine::Options options;
-    options.spin_ns = uint64_t(settings_.engine_spin * 1e9);
+    /* A process confined to one CPU (a rank bound to its core) shares it
+     * with the engine, which inherits it: a spin would only hold that CPU
+     * from the application's own threads. */
+    options.spin_ns = (thread_cpus().size() == 1) ? 0 :
+                      uint64_t(settings_.engine_spin * 1e9);
     options.poll_ns = uint64_t(settings_.engine_poll * 1e9);
     return engine_.start(this, options);
 }
