@@ -13,6 +13,10 @@
 #                   the run's logs) and pids=(): processes whose pids the
 #                   script adds there are stopped at exit
 # emu_stop          stops (SIGTERM) and reaps the processes in pids now
+# emu_wait_listen <netns> <port>
+#                   waits (at most 10 s) until a tcp socket listens on <port>
+#                   in <netns>; reads /proc/net/tcp{,6} there, so it needs
+#                   no `ss` (the GPU machine carries only `ip`)
 
 emu_ucx() {
     if [ -n "${PXN_UCX_PREFIX:-}" ]; then
@@ -28,6 +32,17 @@ emu_stop() {
     for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
     pids=()
+}
+
+emu_wait_listen() {
+    local i hex
+    hex=$(printf '%04X' "$2")
+    for i in $(seq 100); do
+        ip netns exec "$1" awk -v p=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { f = 1 }
+            END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
 }
 
 emu_up() {

@@ -99,16 +99,10 @@ run() {
         > "$log/server-$label-$size.log" 2>&1 &
     local server=$!
     # until it listens (a UCX 1.22 process takes 0.4 s more to start)
-    local i
-    for i in $(seq 100); do
-        command -v ss >/dev/null || break
-        ip netns exec "pxn-n${sn}r${sr}" ss -Hltn "sport = :$port" | grep -q . && break
-        sleep 0.1
-    done
+    emu_wait_listen "pxn-n${sn}r${sr}" "$port" || true
     local ip=10.99.$sn.$((sr + 1)) try ok=0
-    # A loaded machine may start the server late (and the GPU machine has
-    # no ss): "connect() failed" is tried again (the client never reached
-    # it), anything else is a result.
+    # A loaded machine may start the server late: "connect() failed" is
+    # tried again (the client never reached it), anything else is a result.
     for try in 1 2 3 4 5; do
         if UCX_TLS=$tls UCX_LOG_LEVEL=info slot 0 0 timeout 60 \
                "$ucx/bin/ucx_perftest" "$ip" -p $port -t "$test" \

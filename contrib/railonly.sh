@@ -101,11 +101,8 @@ run() {
     fi
     UCX_TLS=$tls slot "$sn" "$sr" $pin_s timeout 60 "$ucx/bin/ucx_perftest" -p $port \
         > "$log/server-$label-$test-$size.log" 2>&1 &
-    local server=$! i ok=0
-    for i in $(seq 50); do
-        ip netns exec "pxn-n${sn}r${sr}" ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
-        sleep 0.1
-    done
+    local server=$! ok=0
+    emu_wait_listen "pxn-n${sn}r${sr}" "$port" || true
     if UCX_TLS=$tls UCX_LOG_LEVEL=info slot 0 0 $pin_c timeout 60 \
            "$ucx/bin/ucx_perftest" "10.99.$sn.$((sr + 1))" -p $port -t "$test" -s "$b" \
            -n "$n" -w $(( n / 10 + 1 )) > "$log/client-$label-$test-$size.log" 2>&1; then
@@ -129,11 +126,8 @@ notify_run() {
     port=$((port + 1))
     UCX_TLS=pxn,tcp slot "$sn" "$sr" env "$@" timeout 60 "$build/test/apps/ucp_rma_check" \
         --target -p $port --nixl --busy > "$log/server-$label-notify-$b.log" 2>&1 &
-    local server=$! i
-    for i in $(seq 50); do
-        ip netns exec "pxn-n${sn}r${sr}" ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
-        sleep 0.1
-    done
+    local server=$!
+    emu_wait_listen "pxn-n${sn}r${sr}" "$port" || true
     UCX_TLS=pxn,tcp slot 0 0 env "$@" timeout 60 "$build/test/apps/ucp_rma_check" \
         --initiator "10.99.$sn.$((sr + 1))" -p $port --nixl --region "$b" --min-block "$b" \
         --max-block "$b" --no-get --notify 500 --notify-block "$b" \
