@@ -14,7 +14,8 @@
 #   all  lat (old and new only) and bw in one call
 #   bw   bandwidth 64 KiB - 16 MiB, bound: old, new; NIXL's notification
 #        pattern (unbound: --bind pins only ucx_perftest): old, new; then
-#        bandwidth unbound (new), and latency with 2 cores per rank (new)
+#        bandwidth unbound (new), latency with 2 cores per rank (new), and
+#        UCP's put bandwidth and get latency through pxn (new)
 set -u
 top=$PWD c=$top/gpu-carry out=${OUT:-$top/gpu-out}
 mkdir -p "$out"
@@ -64,4 +65,6 @@ if [ "$1" = bw ] || [ "$1" = all ]; then
     ro notify.txt 60 new --tests nixl_notify --sizes 8,64K
     ro bw.txt 100 new --tests tag_bw,ucp_am_bw --sizes 64K,1M,16M
     ro cores2.txt 90 new $lat --bind-cores 2
+    # where the bandwidth goes: pxn's own RMA path under UCP (put, get)
+    ro rma.txt 100 new --tests ucp_put_bw,ucp_get --sizes 1M,16M
 fi
