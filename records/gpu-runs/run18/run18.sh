@@ -61,10 +61,10 @@ if [ "$1" = bw ] || [ "$1" = all ]; then
     for v in old new; do
         ro bw-bind.txt 100 $v --tests tag_bw,ucp_am_bw --sizes 64K,1M,16M --bind
     done
-    ro notify.txt 60 old --tests nixl_notify --sizes 8,64K
-    ro notify.txt 60 new --tests nixl_notify --sizes 8,64K
     ro bw.txt 100 new --tests tag_bw,ucp_am_bw --sizes 64K,1M,16M
-    ro cores2.txt 90 new $lat --bind-cores 2
     # where the bandwidth goes: pxn's own RMA path under UCP (put, get)
     ro rma.txt 100 new --tests ucp_put_bw,ucp_get --sizes 1M,16M
+    ro notify.txt 60 old --tests nixl_notify --sizes 8,64K
+    ro notify.txt 60 new --tests nixl_notify --sizes 8,64K
+    ro cores2.txt 90 new $lat --bind-cores 2
 fi
