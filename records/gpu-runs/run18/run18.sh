@@ -11,7 +11,7 @@
 #        twice, interleaved; then unbound: old, new (the first call, before
 #        railonly.sh stopped needing `ss`, waited 5 s for each server and
 #        ran out of time: its files are lat-bind.txt, lat.txt)
-#   all  lat (old and new only) and bw in one call
+#   all  lat (old and new, one round) and bw in one call
 #   bw   bandwidth 64 KiB - 16 MiB, bound: old, new; NIXL's notification
 #        pattern (unbound: --bind pins only ucx_perftest): old, new; then
 #        bandwidth unbound (new), latency with 2 cores per rank (new), and
@@ -48,10 +48,8 @@ if [ "$1" = lat ]; then
     done
 fi
 if [ "$1" = all ]; then
-    for r in 1 2; do
-        for v in old new; do
-            ro lat2-bind.txt 90 $v $lat --bind
-        done
+    for v in old new; do
+        ro lat2-bind.txt 90 $v $lat --bind
     done
     for v in old new; do
         ro lat2.txt 90 $v $lat
