@@ -295,6 +295,17 @@ unsigned AmPort::pump(const OnGrant &granted, const OnWired &wired)
         ++sent;
     }
     granted_.clear();
+    return sent + grant_room();
+}
+
+unsigned AmPort::give_grants()
+{
+    std::lock_guard<std::mutex> guard(mutex_);
+    return grant_room();
+}
+
+unsigned AmPort::grant_room()
+{
     for (auto &entry : sinks_) {
         Sink &sink = entry.second;
         sink.inbox->grants([&](uint64_t source, uint64_t granted) {
@@ -304,6 +315,7 @@ unsigned AmPort::pump(const OnGrant &granted, const OnWired &wired)
             }
         });
     }
+    unsigned sent = 0;
     for (auto it = owed_.begin(); it != owed_.end();) {
         if (!send_grant(it->first, it->second)) {
             ++it; /* again in a later round */

@@ -13,7 +13,8 @@
  *   check, names no attached iface or exceeds its credit is dropped and
  *   counted (`refused`), never delivered.
  * - pump() hands the grants received to `granted`, then asks every inbox
- *   for the grants it can give (AmInbox::grants) and sends them to the
+ *   for the grants it can give (AmInbox::grants; give_grants() alone, from
+ *   the thread that drained an inbox) and sends them to the
  *   relay ports the hellos named, on inner eps made for them once
  *   (to-iface inner transports). A grant that cannot go now
  *   (UCS_ERR_NO_RESOURCE) is kept, the latest value per source, and sent
@@ -27,10 +28,11 @@
  *   declares it failed, or the port closes. An answer that arrives for a
  *   relay on this port goes to `wired` at the next pump().
  *
- * Threading: receive() and pump() run inside the port's progress or the
- * engine's round, with the Net lock held; attach() and detach() on the
- * iface's thread. The cookie table has a mutex of its own: receive() may
- * run in any thread that progresses the port.
+ * Threading: receive(), pump() and give_grants() run inside the port's
+ * progress, the engine's round or an iface's drain, with the Net lock
+ * held; attach() and detach() on the iface's thread. The cookie table has
+ * a mutex of its own: receive() may run in any thread that progresses the
+ * port.
  */
 #ifndef PXN_UCT_PXN_AM_PORT_H_
 #define PXN_UCT_PXN_AM_PORT_H_
@@ -79,6 +81,11 @@ public:
      * (AmInbox::take_wake). */
     bool     frames_pending();
     unsigned pump(const OnGrant &granted, const OnWired &wired);
+    /* pump()'s grants alone: what the inboxes can give and what waits to
+     * go, sent now. An iface's own thread calls it when its drain gave
+     * room back (Hub::grant_here), so that no engine thread is woken for
+     * it. */
+    unsigned give_grants();
 
     /* The application's progress came to receive on this port
      * (UCX_PXN_AM_POLL, Hub::receive_here), whether or not the engine held
@@ -144,7 +151,8 @@ private:
     /* pending() and frames_pending(): work of the port's own, or an inbox
      * whose `grant` says it has room to give. */
     bool inboxes_pending(bool (AmInbox::*grant)() const);
-    void send_grants(uint32_t cookie, Sink &sink);
+    /* give_grants() with mutex_ held. */
+    unsigned grant_room();
     /* One frame to the relay port `relay`, on the ep made for it once. */
     bool send_to_relay(const Bytes &relay, const void *frame, size_t length);
     bool send_grant(uint64_t source, const Owed &owed);

@@ -119,6 +119,20 @@ void Hub::receive_here()
     }
 }
 
+void Hub::grant_here()
+{
+    {
+        std::unique_lock<std::mutex> guard(port_->lock(), std::try_to_lock);
+        if (guard.owns_lock()) {
+            am_port_->give_grants();
+            if (!am_port_->frames_pending()) {
+                return; /* every grant went */
+            }
+        }
+    }
+    node_->wake_engine();
+}
+
 Hub::~Hub()
 {
     if (inbox_ != nullptr) {

@@ -87,7 +87,7 @@ public:
                                __ATOMIC_RELAXED);
         }
         if (inbox_->take_wake()) {
-            node_->wake_engine(); /* it grants the room again */
+            grant_here(); /* the room again to the sources */
         }
         return count;
     }
@@ -139,6 +139,10 @@ private:
      * engine) progresses it now: frames for the inbox arrive without an
      * engine thread (UCX_PXN_AM_POLL). */
     void         receive_here();
+    /* The room the inbox's drain gave back, granted from this thread
+     * (AmPort::give_grants), or by the engine, woken, when the port is
+     * busy or a grant cannot go now. */
+    void         grant_here();
 
     std::shared_ptr<Node>   node_; /* first: destroyed last */
     std::shared_ptr<Net>    port_;

@@ -388,6 +388,31 @@ TEST_F(PxnAm, TargetsOwnProgressReceivesWhileItsEngineThreadIsStopped)
     EXPECT_EQ(0u, n.at(2));
 }
 
+/* The room a target's drain gives back goes back to its sources from the
+ * draining thread (AmPort::give_grants), not from a woken engine thread:
+ * with the target's engine stopped, a flow of three credit windows still
+ * arrives whole. (Before, the drain woke the engine for each quarter
+ * window, and the flow stopped after its first window.) */
+TEST_F(PxnAm, TargetsOwnProgressGrantsTheRoomItDrainsWhileItsEngineIsStopped)
+{
+    CrossRail c = cross_rail(4096, 1);
+    ASSERT_NE(nullptr, c.sender);
+    ASSERT_EQ("ok", c.target->call("am listen"));
+    ASSERT_TRUE(c.target->send("serve")); /* hello and first grant: the engine */
+    EXPECT_EQ("0", status_of(c.sender->call("am send short 5 1 8")));
+    EXPECT_EQ("ok", c.target->call("stop"));
+
+    StoppedThread engine;
+    std::string why;
+    ASSERT_TRUE(engine.stop(c.target->pid(), "ucx-pxn", &why)) << why;
+    ASSERT_TRUE(c.target->send("serve"));
+    /* 200 x (4000 + 16) bytes: three windows of 256 KiB */
+    const std::string done = c.sender->call("am send bcopy 7 200 4000", 60000);
+    EXPECT_EQ("ok", c.target->call("stop"));
+    EXPECT_EQ("0", status_of(done)) << done;
+    expect_received_intact(c.target, 201);
+}
+
 /* A target that keeps progressing (a rank polling for its next message)
  * receives the relay's frames itself, and its engine thread is not woken
  * for them: before, the engine woke for each message (its sleep watched
