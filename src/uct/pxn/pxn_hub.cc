@@ -100,7 +100,7 @@ ucs_status_t Hub::open_inbox()
  * grant, a relay's grant or wiring (AmPort::pump), a relay's next step
  * after an inner completion of its own on this port, an ep failure --
  * needs it woken; a message for an inbox does not (the room its drain
- * gives back wakes the engine in drain_am, once every quarter window). */
+ * gives back this thread grants itself: grant_here). */
 void Hub::receive_here()
 {
     if (am_port_->note_polled()) { /* even when the engine is at it now */
