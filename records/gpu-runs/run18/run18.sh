@@ -4,7 +4,8 @@
 # libpxn_transport.so.0.0.0: the transport library of 5f0db2b (old: the
 # engine woke for each message its rank received), 2649827 (mid: the engine
 # leaves a port to the application that polls it) and 5aba7b8 (new: mid,
-# and no spin in a process confined to one CPU). Issue 32's rail-only UCP
+# and no spin in a process confined to one CPU; for `all`, packed at
+# f58cea1: and the draining thread grants the room it drains). Issue 32's rail-only UCP
 # latency and bandwidth through pxn on the GPU machine's 16 cores, each
 # variant beside same-rail in the same railonly.sh run. $1:
 #   lat  latency 8 B - 64 KiB, ranks bound to one core each: old, mid, new,
