@@ -86,8 +86,12 @@ public:
             __atomic_fetch_add(&sender_counters_->am_received, count,
                                __ATOMIC_RELAXED);
         }
-        if (inbox_->take_wake()) {
-            grant_here(); /* the room again to the sources */
+        if (inbox_->take_wake()) { /* the room again to the sources */
+            if (settings().am_poll) {
+                grant_here();
+            } else {
+                node_->wake_engine(); /* no system call of ours here */
+            }
         }
         return count;
     }
