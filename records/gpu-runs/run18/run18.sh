@@ -13,6 +13,8 @@
 #        railonly.sh stopped needing `ss`, waited 5 s for each server and
 #        ran out of time: its files are lat-bind.txt, lat.txt)
 #   all  lat (old and new, one round) and bw in one call
+#   short bound latency (as lat) and bound bandwidth 64 KiB and 1 MiB, old
+#        and new: what was left of the session's device time
 #   bw   bandwidth 64 KiB - 16 MiB, bound: old, new; NIXL's notification
 #        pattern (unbound: --bind pins only ucx_perftest): old, new; then
 #        bandwidth unbound (new), latency with 2 cores per rank (new), and
@@ -54,6 +56,14 @@ if [ "$1" = all ]; then
     done
     for v in old new; do
         ro lat2.txt 90 $v $lat
+    done
+fi
+if [ "$1" = short ]; then # what a last few minutes of device time hold
+    for v in old new; do
+        ro short-bind.txt 60 $v $lat --bind
+    done
+    for v in old new; do
+        ro short-bind.txt 60 $v --tests tag_bw,ucp_am_bw --sizes 64K,1M --bind
     done
 fi
 if [ "$1" = bw ] || [ "$1" = all ]; then
