@@ -1,7 +1,7 @@
 # Sourced (never run) by the scripts that run programs on the emulated
-# 2 x 2 rail topology (perftest.sh, railonly.sh, mpi_check.sh): what each
-# needs before its first program and after its last. Needs $top (the
-# repository root).
+# 2 x 2 rail topology (perftest.sh, railonly.sh, mpi_check.sh; nixl_check.sh
+# for emu_wait_listen alone): what each needs before its first program and
+# after its last. Needs $top (the repository root).
 #
 # emu_ucx <build>   sets ucx: $PXN_UCX_PREFIX as it is (nothing is built:
 #                   the GPU machine's carried copy), else contrib/build.sh

@@ -94,6 +94,8 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=contrib/emulation.sh
+. "$top/contrib/emulation.sh" # emu_wait_listen
 prog=nixl_check.sh
 quick=0 kill_checks=1 baseline=1 batch=1 sgl=0 blocks='' railonly=0
 usage() {
@@ -386,11 +388,7 @@ loaded() {
 # 10 s at most: a target started before that gets "ASIO Connection failed:
 # Connection refused" and the pair never starts
 wait_listen() {
-    local _
-    for _ in $(seq 100); do
-        ip netns exec "$prefix-n0r0" ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
-        sleep 0.1
-    done
+    emu_wait_listen "$prefix-n0r0" "$1"
 }
 
 # pair <label> <tls> <op> <pt> [env...]: initiator n0r0 (binds the ASIO
@@ -684,10 +682,7 @@ notify_lat() {
         $lat_py --target > "$log/$label-targ.log" 2>&1 &
     t=$!
     pids+=("$t")
-    for _ in $(seq 100); do
-        ip netns exec "$prefix-n${tn}r$tr" ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
-        sleep 0.1
-    done
+    emu_wait_listen "$prefix-n${tn}r$tr" "$port" || true
     # shellcheck disable=SC2086
     env_slot "$tls" "PYTHONPATH=$nixl_pypath${PYTHONPATH:+:$PYTHONPATH}" 0 0 \
         $lat_py --initiator "10.99.$tn.$((tr + 1))" > "$log/$label-init.log" 2>&1 &
