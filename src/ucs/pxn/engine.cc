@@ -180,9 +180,7 @@ void Engine::loop()
             fds.push_back({fd, POLLIN, 0});
         }
         const uint64_t ns = (nap == Nap::kShort) ? options_.poll_ns :
-                            uint64_t((nap == Nap::kWatch) ? options_.watch_ms :
-                                                            options_.sleep_ms) *
-                                    1000000ull;
+                            uint64_t(options_.sleep_ms) * 1000000ull;
         const timespec timeout = {time_t(ns / 1000000000ull), long(ns % 1000000000ull)};
         ForkGate::leave();
         const int ready = ppoll(fds.data(), fds.size(), &timeout, nullptr);

@@ -15,9 +15,7 @@
  * announced the sleep to senders and re-checked for work, see wakeup.h):
  * not at all (work is pending: a round follows at once), `poll_ns` (work is
  * expected that no fd announces: completions to poll, a doorbell a GPU
- * stream will ring), `watch_ms` (an fd was left out because another thread
- * polls what it announces, and the client looks again whether it still
- * does) or `sleep_ms` (every source of work has an fd). The
+ * stream will ring) or `sleep_ms` (every source of work has an fd). The
  * thread blocks in ppoll() on the client's fds for that long and calls
  * woke() afterwards. It never yields its core while runnable: a thread that
  * sched_yield()s to a busy-polling neighbour gets the core back only when
@@ -43,7 +41,6 @@ namespace pxn {
 enum class Nap {
     kNone,  /* work is pending: another round now */
     kShort, /* work is expected without an fd to announce it: poll_ns */
-    kWatch, /* an fd left to a thread that polls it, to look at: watch_ms */
     kLong   /* every source of work has an fd: sleep_ms */
 };
 
@@ -68,7 +65,6 @@ public:
     struct Options {
         uint64_t spin_ns  = 50000; /* idle rounds without pause before a nap */
         uint64_t poll_ns  = 20000; /* a short nap (Nap::kShort) */
-        int      watch_ms = 10;    /* a sleep with an fd left out (Nap::kWatch) */
         int      sleep_ms = 100;   /* longest sleep (heartbeat period) */
     };
 

@@ -150,11 +150,9 @@ Nap Node::may_sleep()
         return Nap::kNone;
     }
     fold_counters(); /* the file is current while we sleep */
-    bool watching = false;
     for (Port &port : ports_) {
         std::lock_guard<std::mutex> net_guard(port.net->lock());
         port.left_to_app = left_to_app(port);
-        watching        |= port.left_to_app;
         if (!port.left_to_app && (port.net->event_fd() >= 0) &&
             (port.net->arm() != UCS_OK)) {
             return Nap::kNone; /* events pending */
@@ -166,7 +164,7 @@ Nap Node::may_sleep()
     /* Completions of a port without an event fd must be polled for. */
     Nap nap = std::any_of(relays_.begin(), relays_.end(), [](const auto &r) {
                   return (r->inflight() != 0) && (r->net().event_fd() < 0);
-              }) ? Nap::kShort : (watching ? Nap::kWatch : Nap::kLong);
+              }) ? Nap::kShort : Nap::kLong;
     for (const auto &relay : relays_) {
         relay->wakeup().prepare_sleep();
     }
@@ -216,8 +214,10 @@ std::vector<int> Node::wait_fds()
  * the port's event fd nor progresses it in its rounds. Either would take
  * the messages from the application, on the application's core when the
  * rank is bound to one, and keep the engine spinning while messages come.
- * The engine looks again after Nap::kWatch and takes the port back once
- * the application stopped. Mutex_ and the port's Net lock held. */
+ * The engine looks again at its next sleep (after 100 ms at the latest)
+ * and takes the port back once the application stopped: what waits for it
+ * meanwhile (a new source's grant, a wire request) is for an application
+ * that does not progress. Mutex_ and the port's Net lock held. */
 bool Node::left_to_app(Port &port) const
 {
     return (port.am != nullptr) && port.am->polled_since_last_look() &&
