@@ -1,7 +1,7 @@
 # Sourced (never run) by the scripts that run programs on the emulated
 # 2 x 2 rail topology (perftest.sh, railonly.sh, mpi_check.sh; nixl_check.sh
-# for emu_wait_listen alone): what each needs before its first program and
-# after its last. Needs $top (the repository root).
+# and gpu/run.sh for emu_wait_listen alone): what each needs before its
+# first program and after its last. Needs $top (the repository root).
 #
 # emu_ucx <build>   sets ucx: $PXN_UCX_PREFIX as it is (nothing is built:
 #                   the GPU machine's carried copy), else contrib/build.sh
@@ -15,8 +15,9 @@
 # emu_stop          stops (SIGTERM) and reaps the processes in pids now
 # emu_wait_listen <netns> <port>
 #                   waits (at most 10 s) until a tcp socket listens on <port>
-#                   in <netns>; reads /proc/net/tcp{,6} there, so it needs
-#                   no `ss` (the GPU machine carries only `ip`)
+#                   in <netns> (-: this host's own namespace); reads
+#                   /proc/net/tcp{,6} there, so it needs no `ss` (the GPU
+#                   machine carries only `ip`)
 
 emu_ucx() {
     if [ -n "${PXN_UCX_PREFIX:-}" ]; then
@@ -35,10 +36,11 @@ emu_stop() {
 }
 
 emu_wait_listen() {
-    local i hex
+    local i hex ns=()
     hex=$(printf '%04X' "$2")
+    [ "$1" = - ] || ns=(ip netns exec "$1")
     for i in $(seq 100); do
-        ip netns exec "$1" awk -v p=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { f = 1 }
+        "${ns[@]}" awk -v p=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { f = 1 }
             END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
         sleep 0.1
     done

@@ -38,6 +38,8 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=contrib/emulation.sh
+. "$top/contrib/emulation.sh" # emu_wait_listen
 c=$top/gpu-carry
 out=${OUT:-$top/gpu-out}
 mkdir -p "$out"
@@ -109,11 +111,7 @@ if [ "$what" = versions ]; then
                     (at 1 1 UCX_TLS=$tls "${extra[@]}" timeout 60 \
                         "$u/bin/ucx_perftest" -p $port) > "$log-server.log" 2>&1 &
                     server=$!
-                    for i in $(seq 100); do # until it listens
-                        command -v ss >/dev/null || { sleep 2; break; }
-                        ss -Hltn "sport = :$port" | grep -q . && break
-                        sleep 0.1
-                    done
+                    emu_wait_listen - "$port" || true # until it listens
                     (at 0 0 UCX_TLS=$tls UCX_PROTO_INFO=y "${extra[@]}" timeout 60 \
                         "$u/bin/ucx_perftest" 127.0.0.1 -p $port -t $test -m $mem \
                         $eflag -s $size -n 200 -w 20) > "$log-client.log" 2>&1
