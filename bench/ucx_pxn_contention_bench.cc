@@ -45,7 +45,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -98,21 +97,12 @@ struct EngineSched {
     {
         EngineSched total;
         for (pid_t pid : pids) {
-            const std::string dir = "/proc/" + std::to_string(pid) + "/task";
-            DIR *d = opendir(dir.c_str());
-            for (dirent *e; (d != nullptr) && ((e = readdir(d)) != nullptr);) {
-                std::ifstream comm(dir + "/" + e->d_name + "/comm");
-                std::string name;
-                std::getline(comm, name);
-                std::ifstream stat(dir + "/" + e->d_name + "/schedstat");
-                unsigned long long run = 0, wait = 0;
-                if ((name == "ucx-pxn") && (stat >> run >> wait)) {
-                    total.run_s  += run / 1e9;
-                    total.wait_s += wait / 1e9;
-                }
-            }
-            if (d != nullptr) {
-                closedir(d);
+            const std::string task = pxn_tools::thread_dir(pid, "ucx-pxn");
+            std::ifstream stat(task.empty() ? "/dev/null" : task + "/schedstat");
+            unsigned long long run = 0, wait = 0;
+            if (stat >> run >> wait) {
+                total.run_s  += run / 1e9;
+                total.wait_s += wait / 1e9;
             }
         }
         return total;

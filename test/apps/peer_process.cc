@@ -7,6 +7,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <fstream>
 #include <poll.h>
 #include <sstream>
 #include <sys/mman.h>
@@ -263,6 +264,25 @@ bool parse_done(const std::string &line, std::string *status, uint64_t *ops)
         *ops = strtoull(words.back().c_str(), nullptr, 10);
     }
     return true;
+}
+
+std::string thread_dir(pid_t pid, const std::string &comm)
+{
+    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+    std::string found;
+    DIR *d = opendir(tasks.c_str());
+    for (dirent *e; (d != nullptr) && found.empty() && ((e = readdir(d)) != nullptr);) {
+        const std::string task = tasks + "/" + e->d_name;
+        std::string name;
+        std::getline(std::ifstream(task + "/comm"), name);
+        if ((e->d_name[0] != '.') && (name == comm)) {
+            found = task;
+        }
+    }
+    if (d != nullptr) {
+        closedir(d);
+    }
+    return found;
 }
 
 double process_cpu_seconds(pid_t pid)

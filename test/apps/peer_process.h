@@ -109,6 +109,10 @@ bool read_counters(const std::string &group, pid_t pid,
 /* CPU time (user + system, all threads) of process `pid`, in seconds. */
 double process_cpu_seconds(pid_t pid);
 
+/* /proc/<pid>/task/<tid> of the thread of `pid` named `comm` (pxn's engine
+ * thread is "ucx-pxn"); "" when there is none. */
+std::string thread_dir(pid_t pid, const std::string &comm);
+
 } // namespace pxn_tools
 
 #endif

@@ -92,8 +92,8 @@ public:
     {
         return abi::load_acquire(head_) == tail_;
     }
-    /* Consumer: true once every window/4 bytes drained: time to wake the
-     * producer's thread if it sleeps, so that it grants the room again. */
+    /* Consumer: true once every window/4 bytes drained: time to grant the
+     * room again (grants(), under the producer's lock). */
     bool take_wake()
     {
         if (consumed_ - woke_at_ < wake_step_) {

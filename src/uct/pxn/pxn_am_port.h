@@ -77,8 +77,7 @@ public:
     /* pump() has work that frames brought: grants or wiring answers for
      * the relays on this port, wire requests and unwires, new sources to
      * grant, grants and answers that wait to go. Not the room an inbox's
-     * drain gives back: its consumer wakes the engine for that
-     * (AmInbox::take_wake). */
+     * drain gives back: its consumer grants that itself (give_grants). */
     bool     frames_pending();
     unsigned pump(const OnGrant &granted, const OnWired &wired);
     /* pump()'s grants alone: what the inboxes can give and what waits to

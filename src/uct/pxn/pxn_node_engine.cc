@@ -111,6 +111,7 @@ unsigned Node::work()
         std::lock_guard<std::mutex> net_guard(port.net->lock());
         if (!port.left_to_app || engine_needs(port)) {
             work += port.net->progress();
+            port.net->take_engine_work(); /* this round follows it up */
         }
         if (port.am != nullptr) {
             work += port.am->pump(

@@ -6,7 +6,6 @@
 #include "pxn_transfer.h"
 
 #include <chrono>
-#include <dirent.h>
 #include <fstream>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
@@ -33,20 +32,11 @@ public:
      * holds no lock of the process); false and *why when it cannot. */
     bool stop(pid_t pid, const std::string &comm, std::string *why)
     {
-        const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
-        DIR *dir = opendir(tasks.c_str());
-        for (dirent *e; (dir != nullptr) && ((e = readdir(dir)) != nullptr);) {
-            std::string name;
-            std::ifstream(tasks + "/" + e->d_name + "/comm") >> name;
-            if (name == comm) {
-                tid_ = atoi(e->d_name);
-            }
-        }
-        if (dir != nullptr) {
-            closedir(dir);
-        }
+        const std::string task = pxn_tools::thread_dir(pid, comm);
+        tid_ = task.empty() ? -1 : atoi(task.c_str() + task.rfind('/') + 1);
         if ((tid_ <= 0) || (ptrace(PTRACE_SEIZE, tid_, nullptr, nullptr) != 0)) {
-            *why = "no thread " + comm + " in " + tasks + " to trace: " + strerror(errno);
+            *why = "no thread " + comm + " of " + std::to_string(pid) +
+                   " to trace: " + strerror(errno);
             tid_ = -1;
             return false;
         }
@@ -58,7 +48,7 @@ public:
                 return false;
             }
             long nr = -1;
-            std::ifstream(tasks + "/" + std::to_string(tid_) + "/syscall") >> nr;
+            std::ifstream(task + "/syscall") >> nr;
             if (nr == SYS_ppoll) {
                 return true;
             }
@@ -77,24 +67,13 @@ private:
  * (voluntary context switches); 0 when there is no such thread. */
 uint64_t thread_wakeups(pid_t pid, const std::string &comm)
 {
-    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
-    DIR *dir = opendir(tasks.c_str());
+    const std::string task = pxn_tools::thread_dir(pid, comm);
     uint64_t switches = 0;
-    for (dirent *e; (dir != nullptr) && ((e = readdir(dir)) != nullptr);) {
-        std::string name;
-        std::ifstream(tasks + "/" + e->d_name + "/comm") >> name;
-        if (name != comm) {
-            continue;
+    std::ifstream status(task.empty() ? "/dev/null" : task + "/status");
+    for (std::string key; status >> key;) {
+        if (key == "voluntary_ctxt_switches:") {
+            status >> switches;
         }
-        std::ifstream status(tasks + "/" + e->d_name + "/status");
-        for (std::string key; status >> key;) {
-            if (key == "voluntary_ctxt_switches:") {
-                status >> switches;
-            }
-        }
-    }
-    if (dir != nullptr) {
-        closedir(dir);
     }
     return switches;
 }
@@ -141,6 +120,15 @@ protected:
         const std::string done = c.sender->call(what, 60000);
         EXPECT_EQ("ok", c.target->call("stop"));
         return done;
+    }
+
+    /* The target listens, and a first message has gone through with the
+     * flow's hello and first grant (which only the target's engine gives). */
+    void open_flow(CrossRail &c)
+    {
+        ASSERT_EQ("ok", c.target->call("am listen"));
+        ASSERT_EQ("0", status_of(send_served(c, "am send short 5 1 8")));
+        ASSERT_EQ(1u, stats(c.target).at(0));
     }
 };
 
@@ -370,12 +358,7 @@ TEST_F(PxnAm, TargetsOwnProgressReceivesWhileItsEngineThreadIsStopped)
 {
     CrossRail c = cross_rail(4096, 1, {"UCX_PXN_AM_POLL=" + am_poll()});
     ASSERT_NE(nullptr, c.sender);
-    ASSERT_EQ("ok", c.target->call("am listen"));
-    ASSERT_TRUE(c.target->send("serve")); /* hello and grant: the engine */
-    EXPECT_EQ("0", status_of(c.sender->call("am send short 5 1 8")));
-    EXPECT_EQ("ok", c.target->call("stop"));
-    ASSERT_EQ(1u, stats(c.target).at(0));
-
+    ASSERT_NO_FATAL_FAILURE(open_flow(c));
     StoppedThread engine;
     std::string why;
     ASSERT_TRUE(engine.stop(c.target->pid(), "ucx-pxn", &why)) << why;
@@ -397,11 +380,7 @@ TEST_F(PxnAm, TargetsOwnProgressGrantsTheRoomItDrainsWhileItsEngineIsStopped)
 {
     CrossRail c = cross_rail(4096, 1);
     ASSERT_NE(nullptr, c.sender);
-    ASSERT_EQ("ok", c.target->call("am listen"));
-    ASSERT_TRUE(c.target->send("serve")); /* hello and first grant: the engine */
-    EXPECT_EQ("0", status_of(c.sender->call("am send short 5 1 8")));
-    EXPECT_EQ("ok", c.target->call("stop"));
-
+    ASSERT_NO_FATAL_FAILURE(open_flow(c));
     StoppedThread engine;
     std::string why;
     ASSERT_TRUE(engine.stop(c.target->pid(), "ucx-pxn", &why)) << why;
@@ -425,9 +404,8 @@ TEST_F(PxnAm, MessagesToATargetThatKeepsPollingWakeNoEngineThreadEach)
 {
     CrossRail c = cross_rail(4096, 1);
     ASSERT_NE(nullptr, c.sender);
-    ASSERT_EQ("ok", c.target->call("am listen"));
+    ASSERT_NO_FATAL_FAILURE(open_flow(c));
     ASSERT_TRUE(c.target->send("serve"));
-    ASSERT_EQ("0", status_of(c.sender->call("am send short 5 1 8"))); /* hello */
     usleep(50000);
 
     const uint64_t woken = thread_wakeups(c.target->pid(), "ucx-pxn");

@@ -181,29 +181,20 @@ std::string cpus_allowed(const std::string &status_path)
  * nice value; false if there is none. */
 bool engine_thread(pid_t pid, std::string *cpus, int *nice)
 {
-    const std::string dir = "/proc/" + std::to_string(pid) + "/task";
-    DIR *d = opendir(dir.c_str());
-    bool found = false;
-    for (dirent *e; !found && (d != nullptr) && ((e = readdir(d)) != nullptr);) {
-        const std::string task = dir + "/" + e->d_name;
-        if (read_file(task + "/comm") != "ucx-pxn\n") {
-            continue;
-        }
-        *cpus = cpus_allowed(task + "/status");
-        const std::string stat = read_file(task + "/stat");
-        std::istringstream fields(stat.substr(stat.rfind(')') + 2));
-        std::string field;
-        for (int i = 3; (i <= 19) && (fields >> field); ++i) {
-            if (i == 19) {
-                *nice = std::stoi(field);
-            }
-        }
-        found = true;
+    const std::string task = pxn_tools::thread_dir(pid, "ucx-pxn");
+    if (task.empty()) {
+        return false;
     }
-    if (d != nullptr) {
-        closedir(d);
+    *cpus = cpus_allowed(task + "/status");
+    const std::string stat = read_file(task + "/stat");
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; (i <= 19) && (fields >> field); ++i) {
+        if (i == 19) {
+            *nice = std::stoi(field);
+        }
     }
-    return found;
+    return true;
 }
 
 /* The last CPU this process may run on. */
