@@ -20,8 +20,11 @@ ucs_status_t PieceBuilder::init(const PlanLimits &limits)
     return UCS_OK;
 }
 
-void PieceBuilder::open(uint64_t seq, abi::Op op, uint32_t route, uint64_t group)
+void PieceBuilder::open(uint64_t seq, abi::Op op, uint32_t route, uint64_t group,
+                        uint64_t size)
 {
+    size_   = ((size == 0) || (size > limits_.slot_size)) ? limits_.slot_size :
+                                                            size;
     open_   = true;
     group_  = group;
     seq_    = seq;

@@ -9,6 +9,9 @@
  *   piece's target iface, so that one gone target fails only its own
  *   messages; 0 for PUT and GET). Plans tile the slot: a plan's bytes sit
  *   at the sum of the lengths of the plans before it (abi::Plan rule).
+ * - A piece may be opened with a smaller size: fill() stops there, and the
+ *   piece is full() and accepts() nothing more once it holds that much. A
+ *   whole plan (add()) may still take it past that size, up to the slot.
  * - fill() appends as much of an operation as the open piece takes, one
  *   plan per contiguous part (an operation's segment, or the part of it
  *   that fits), and reports every part to the caller (who copies it, or
@@ -87,7 +90,9 @@ public:
     ucs_status_t init(const PlanLimits &limits);
 
     bool     is_open() const { return open_; }
-    void     open(uint64_t seq, abi::Op op, uint32_t route, uint64_t group = 0);
+    /* size: where the piece is full, 0 or above slot_size: at slot_size. */
+    void     open(uint64_t seq, abi::Op op, uint32_t route, uint64_t group = 0,
+                  uint64_t size = 0);
     /* Ends the open piece; its fields stay readable until the next open(). */
     void     close() { open_ = false; }
 
@@ -97,12 +102,12 @@ public:
                  uint64_t group = 0) const
     {
         return open_ && (op_ == op) && (route_ == route) && (group_ == group) &&
-               (length <= limits_.slot_size - length_) &&
+               (length_ < size_) && (length <= limits_.slot_size - length_) &&
                (count_ < limits_.max_plan);
     }
     bool full() const
     {
-        return (length_ == limits_.slot_size) || (count_ == limits_.max_plan);
+        return (length_ >= size_) || (count_ == limits_.max_plan);
     }
 
     /* One plan of `length` bytes for remote_addr with `rkey`; returns its
@@ -144,6 +149,7 @@ public:
     abi::Op          op() const { return op_; }
     uint32_t         route() const { return route_; }
     uint64_t         length() const { return length_; }
+    uint64_t         size() const { return size_; }
     uint32_t         count() const { return count_; }
     const abi::Plan *plans() const { return plans_.data(); }
     const PlanLimits &limits() const { return limits_; }
@@ -159,7 +165,7 @@ private:
         while ((cursor->seg < nsegs) && !full()) {
             const Seg &seg   = segs[cursor->seg];
             const uint64_t n = std::min(seg.length - cursor->seg_offset,
-                                        limits_.slot_size - length_);
+                                        size_ - length_);
             if (n != 0) {
                 const abi::Plan to    = remote(seg);
                 const uint64_t offset = add(to.remote_addr, n, to.rkey_index);
@@ -188,6 +194,7 @@ private:
     abi::Op                op_     = abi::kOpPut;
     uint32_t               route_  = 0;
     uint64_t               group_  = 0;
+    uint64_t               size_   = 0; /* full at this length */
     uint64_t               length_ = 0;
     uint32_t               count_  = 0;
 };

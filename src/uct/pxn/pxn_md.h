@@ -46,6 +46,7 @@ typedef struct uct_pxn_md_config {
     double                   lane_linger;
     unsigned long            inflight_depth;
     unsigned long            piece_ops;
+    size_t                   piece_bytes;
     unsigned long            routes;
     double                   credit_timeout;
     double                   heartbeat_timeout;

@@ -10,6 +10,7 @@
 
 extern "C" {
 #include <ucs/debug/log.h>
+#include <ucs/sys/string.h> /* UCS_MEMUNITS_* */
 }
 
 #include <algorithm>
@@ -179,6 +180,15 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      "application posts (gets and zero-copy puts complete only through it).\n"
      "0: no such limit. 0..65536.",
      ucs_offsetof(uct_pxn_md_config_t, piece_ops), UCS_CONFIG_TYPE_ULONG},
+
+    {"PIECE_BYTES", "auto",
+     "Bytes at which a sender's piece goes out while its ring has a slot for\n"
+     "the next piece (a larger operation goes on in the next): the relay\n"
+     "forwards the first part of an operation while the sender copies the\n"
+     "rest, instead of the two taking turns slot by slot. The ring's last\n"
+     "slot fills up to SLOT_SIZE. auto: 256K where the relay's arena is host\n"
+     "memory, 0 with a GPU arena. 0: pieces fill up to SLOT_SIZE. 4K..1G.",
+     ucs_offsetof(uct_pxn_md_config_t, piece_bytes), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"ROUTES", "1024",
      "Routes a relay holds at once: one per target that senders of this node\n"
@@ -367,6 +377,10 @@ ucs_status_t uct_pxn_md_settings(const uct_pxn_md_config_t *config,
     s.lane_linger        = config->lane_linger;
     s.initial_seq        = config->initial_seq;
     s.relay_slice        = config->relay_slice;
+    s.piece_bytes        = (config->piece_bytes == UCS_MEMUNITS_AUTO) ?
+                           pxn::kPieceBytesAuto :
+                           (config->piece_bytes == UCS_MEMUNITS_INF) ? 0 :
+                           config->piece_bytes;
     s.relay_slice_merge  = config->relay_slice_merge;
     s.relay_sgl          = (config->relay_sgl != 0);
     s.am_poll            = (config->am_poll != 0);

@@ -107,6 +107,8 @@ ucs_status_t SendLane::start(bool renewed)
     }
     published_ = claim.initial_seq;
     read_      = claim.initial_seq;
+    piece_bytes_ = piece_bytes_for(*settings_, control_.mapping().info().arena_kind ==
+                                               abi::kArenaHostShm);
     records_.resize(geometry_.slots);
     const uint64_t map_start = monotonic_ns();
     status = stager_->ready();
@@ -267,7 +269,13 @@ bool SendLane::open_piece(abi::Op op, uint32_t route, uint64_t group)
     }
     stall_since_ns_ = 0;
     open_since_ns_  = now_ns_;
-    builder_.open(seq, op, route, group);
+    /* UCX_PXN_PIECE_BYTES: while the ring has a slot for the next piece
+     * (in_flight() counts this one), a piece is full at that size and goes
+     * out at once, so that the relay forwards the first part of a large
+     * operation while the sender copies the rest, instead of the two taking
+     * turns slot by slot. The ring's last slot fills up. */
+    const uint64_t size = (window_.in_flight() < geometry_.slots) ? piece_bytes_ : 0;
+    builder_.open(seq, op, route, group, size);
     SlotRecord &record = open_record();
     record.op    = op;
     record.requests.clear();

@@ -342,6 +342,7 @@ private:
     bool                          counted_ = false; /* in counters->lanes */
 
     PieceBuilder                  builder_;
+    uint64_t                      piece_bytes_ = 0; /* piece_bytes_for() */
     uint64_t                      open_since_ns_ = 0;
     uint64_t                      open_start_ns_ = 0; /* the lane's claim */
 

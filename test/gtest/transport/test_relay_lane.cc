@@ -356,6 +356,67 @@ TEST_F(RelayLane, SmallPutsGoOutInPiecesOfPieceOpsWhileTheRingHasRoom)
     EXPECT_EQ(4u, pieces);
 }
 
+/* UCX_PXN_PIECE_BYTES: a 40000-byte operation on a ring of 4 slots of
+ * 64 KiB, the relay not running. Pieces of 4 KiB go out in the posting
+ * call while the ring has a slot for the next; the ring's last slot takes
+ * the rest and waits for progress. Every byte arrives. */
+TEST_F(RelayLane, LargeOperationGoesOutInPiecesOfPieceBytesWhileTheRingHasRoom)
+{
+    for (const auto op : {pxn::abi::kOpPut, pxn::abi::kOpGet}) {
+        settings_.piece_bytes = 4096;
+        std::unique_ptr<SendLane> lane;
+        pxn::RouteAnswer route;
+        ASSERT_NO_FATAL_FAILURE(open_route(65536, 5, &lane, &route));
+        const bool get = (op == pxn::abi::kOpGet);
+        auto local     = get ? std::vector<uint8_t>(40000, 0) : pattern(40000, 8);
+        if (get) {
+            const auto remote = pattern(40000, 9);
+            std::copy(remote.begin(), remote.end(), target_.begin());
+        }
+        const uct_iov_t iov = {local.data(), local.size(), nullptr, 0, 1};
+        TestOwner owner;
+        Completion comp;
+        const uint64_t before = sender_counters_.pieces;
+        ASSERT_EQ(UCS_INPROGRESS,
+                  lane->post(&owner, op, route.route, lane_rkey(*lane),
+                             reinterpret_cast<uint64_t>(target_.data()), &iov, 1,
+                             &comp.comp));
+        EXPECT_EQ(3u, sender_counters_.pieces - before) << op;
+        ASSERT_TRUE(drive([&] { return comp.calls == 1; }));
+        EXPECT_EQ(UCS_OK, comp.comp.status);
+        EXPECT_EQ(4u, sender_counters_.pieces - before) << op;
+        EXPECT_EQ(0, memcmp(target_.data(), get ? pattern(40000, 9).data() :
+                                                  local.data(), 40000)) << op;
+        if (get) {
+            EXPECT_EQ(0, memcmp(local.data(), target_.data(), 40000));
+        }
+        lane.reset(); /* before the relay it used */
+        TearDown();
+        SetUp();
+    }
+}
+
+TEST_F(RelayLane, PieceBytesZeroStagesALargeOperationInOnePiece)
+{
+    settings_.piece_bytes = 0;
+    std::unique_ptr<SendLane> lane;
+    pxn::RouteAnswer route;
+    ASSERT_NO_FATAL_FAILURE(open_route(65536, 5, &lane, &route));
+    const auto src = pattern(40000, 8);
+    const uct_iov_t iov = {const_cast<uint8_t*>(src.data()), src.size(), nullptr, 0, 1};
+    TestOwner owner;
+    Completion comp;
+    const uint64_t before = sender_counters_.pieces;
+    ASSERT_EQ(UCS_INPROGRESS,
+              lane->post(&owner, pxn::abi::kOpPut, route.route, lane_rkey(*lane),
+                         reinterpret_cast<uint64_t>(target_.data()), &iov, 1,
+                         &comp.comp));
+    EXPECT_EQ(0u, sender_counters_.pieces - before); /* open until progress */
+    ASSERT_TRUE(drive([&] { return comp.calls == 1; }));
+    EXPECT_EQ(1u, sender_counters_.pieces - before);
+    EXPECT_EQ(0, memcmp(target_.data(), src.data(), src.size()));
+}
+
 /* A piece holds up to max_plan (64) blocks; an inner transport with
  * scatter-gather operations of at most 16 elements takes them in 4. */
 TEST_F(RelayLane, BlocksOfAPieceGoAsInnerSglOperationsWhereTheInnerTransportHasThem)

@@ -433,6 +433,56 @@ TEST(PieceBuilder, SplitsAnOperationLargerThanTheRoomLeftAcrossPieces)
     EXPECT_EQ(30u, b.plans()[0].length);
 }
 
+/* UCX_PXN_PIECE_BYTES: a piece opened smaller than the slot takes an
+ * operation only up to its size; the rest goes on in the next piece. */
+TEST(PieceBuilder, PieceOpenedSmallerThanTheSlotIsFullAtItsSize)
+{
+    PieceBuilder b;
+    init_builder(&b, 1000, 8);
+    const IoSegment segs[] = {{0x10000, 700}};
+    OpCursor cursor;
+
+    b.open(1, abi::kOpPut, kRoute, 0, 300);
+    EXPECT_EQ(300u, b.size());
+    EXPECT_EQ(300u, b.fill(segs, 1, kRemote, kRkey, &cursor, [](const Placement &) {}));
+    EXPECT_TRUE(b.full());
+    EXPECT_FALSE(b.accepts(abi::kOpPut, kRoute, 1));
+    EXPECT_EQ(300u, cursor.seg_offset);
+    b.close();
+
+    b.open(2, abi::kOpPut, kRoute); /* the whole slot */
+    EXPECT_EQ(1000u, b.size());
+    EXPECT_EQ(400u, b.fill(segs, 1, kRemote, kRkey, &cursor, [](const Placement &) {}));
+    EXPECT_FALSE(b.full());
+    EXPECT_EQ(kRemote + 300, b.plans()[0].remote_addr);
+}
+
+/* A plan placed whole (short and bcopy packing) still goes into a smaller
+ * piece that has room in its slot; the piece is full after it. */
+TEST(PieceBuilder, WholePlanMayTakeASmallerPiecePastItsSizeUpToTheSlot)
+{
+    PieceBuilder b;
+    init_builder(&b, 1000, 8);
+    b.open(1, abi::kOpPut, kRoute, 0, 300);
+    ASSERT_TRUE(b.accepts(abi::kOpPut, kRoute, 200));
+    b.add(kRemote, 200, kRkey);
+    ASSERT_TRUE(b.accepts(abi::kOpPut, kRoute, 800));
+    EXPECT_FALSE(b.accepts(abi::kOpPut, kRoute, 801));
+    b.add(kRemote + 200, 500, kRkey);
+    EXPECT_TRUE(b.full());
+    EXPECT_FALSE(b.accepts(abi::kOpPut, kRoute, 1));
+}
+
+TEST(PieceBuilder, SizeZeroOrAboveTheSlotIsTheSlot)
+{
+    PieceBuilder b;
+    init_builder(&b, 1000, 8);
+    b.open(1, abi::kOpPut, kRoute, 0, 0);
+    EXPECT_EQ(1000u, b.size());
+    b.open(2, abi::kOpPut, kRoute, 0, 5000);
+    EXPECT_EQ(1000u, b.size());
+}
+
 TEST(PieceBuilder, FillOfAFullPiecePlacesNothingAndKeepsTheCursor)
 {
     PieceBuilder b;

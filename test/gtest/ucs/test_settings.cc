@@ -101,6 +101,12 @@ TEST(Settings, NamesTheVariableOfEachBadField)
     s.relay_slice_merge = 65536;
     EXPECT_EQ(0u, rejection(s).find("UCX_PXN_RELAY_SLICE_MERGE"));
 
+    for (const uint64_t bytes : {uint64_t(100), uint64_t(4095), uint64_t(2) << 30}) {
+        s = valid_settings();
+        s.piece_bytes = bytes;
+        EXPECT_EQ(0u, rejection(s).find("UCX_PXN_PIECE_BYTES")) << bytes;
+    }
+
     s = valid_settings();
     s.engine_spin = 0.5;
     EXPECT_EQ(0u, rejection(s).find("UCX_PXN_ENGINE_SPIN"));
@@ -117,6 +123,21 @@ TEST(Settings, NamesTheVariableOfEachBadField)
         s = valid_settings();
         s.engine_nice = nice;
         EXPECT_EQ(0u, rejection(s).find("UCX_PXN_ENGINE_NICE")) << nice;
+    }
+}
+
+TEST(Settings, PieceBytesAutoCutsPiecesOnlyInAHostArena)
+{
+    pxn::Settings s = valid_settings();
+    EXPECT_EQ(pxn::kPieceBytesAuto, s.piece_bytes); /* the default */
+    EXPECT_EQ(256u << 10, pxn::piece_bytes_for(s, true));
+    EXPECT_EQ(0u, pxn::piece_bytes_for(s, false));
+    for (const uint64_t bytes : {uint64_t(0), uint64_t(4096), uint64_t(1) << 30}) {
+        s.piece_bytes = bytes;
+        std::string error;
+        EXPECT_EQ(UCS_OK, pxn::validate(s, &error)) << bytes << ": " << error;
+        EXPECT_EQ(bytes, pxn::piece_bytes_for(s, true));
+        EXPECT_EQ(bytes, pxn::piece_bytes_for(s, false));
     }
 }
 

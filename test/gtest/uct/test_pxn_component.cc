@@ -222,6 +222,7 @@ TEST_F(PxnComponent, ReadsDocumentedDefaults)
     EXPECT_EQ("1", config_value("WARM_LANES"));
     EXPECT_EQ("4", config_value("INFLIGHT_DEPTH"));
     EXPECT_EQ("64", config_value("PIECE_OPS"));
+    EXPECT_EQ("auto", config_value("PIECE_BYTES"));
     /* UCX prints times in microseconds. */
     EXPECT_EQ("1000000.00us", config_value("CREDIT_TIMEOUT"));
     EXPECT_EQ("3000000.00us", config_value("HEARTBEAT_TIMEOUT"));
@@ -282,6 +283,8 @@ TEST_F(PxnComponent, RejectsOutOfRangeGeometry)
     expect_rejected("UCX_PXN_MAX_PLAN", "0");
     expect_rejected("UCX_PXN_INFLIGHT_DEPTH", "0");
     expect_rejected("UCX_PXN_PIECE_OPS", "65537");
+    expect_rejected("UCX_PXN_PIECE_BYTES", "100");
+    expect_rejected("UCX_PXN_PIECE_BYTES", "2147483648");
 }
 
 TEST_F(PxnComponent, RejectsEmptyInnerTransportList)
@@ -302,7 +305,7 @@ TEST_F(PxnComponent, UcxInfoShowsComponentAndEveryVariable)
     for (const char *var : {"GROUP", "NODE_ID", "RAIL_MAP", "NET_TLS",
                             "HOME_DEVICE", "NET_CONNECT", "FALLBACK", "ARENA", "COPY",
                             "CUDA_DEVICE", "GPU_DOORBELL", "LANES", "SLOTS", "SLOT_SIZE",
-                            "MAX_PLAN", "INFLIGHT_DEPTH", "PIECE_OPS", "CREDIT_TIMEOUT",
+                            "MAX_PLAN", "INFLIGHT_DEPTH", "PIECE_OPS", "PIECE_BYTES", "CREDIT_TIMEOUT",
                             "HEARTBEAT_TIMEOUT", "RELAY_SLICE",
                             "RELAY_SLICE_MERGE", "GATHER_CTAS", "INITIAL_SEQ"}) {
         EXPECT_NE(std::string::npos,
