@@ -8,7 +8,7 @@
 # connect). The frontend carries only ucx_perftest's own exchange.
 #
 #   bash contrib/railonly.sh [--tests tag_lat,tag_bw] [--sizes 8,64K,1M]
-#                            [--iters N] [--bind] [--bind-cores N]
+#                            [--iters N] [--bind] [--bind-cores N] [--nice]
 #
 # Latency tests (*_lat) print the typical (median) and average one-way
 # latency in us, bandwidth tests MB/s; each with the ratio pxn / same-rail.
@@ -25,6 +25,10 @@
 # busy-polling thread.
 # --bind: every ucx_perftest bound to one core of its own as MPI binds
 # ranks (taskset; the relays and engines unbound).
+# --nice: every ucx_perftest at nice 19, the relays at 0: on a machine with
+# fewer cores than busy processes (2 here: two busy-polling ranks and a
+# relay) the relays then get a core when they need one, as they would with
+# a core each; the same-rail runs are niced alike.
 # Relays: ucx_pxn_relay on node 0 rail 1 and node 1 rail 0. Needs root;
 # builds what is missing and brings the topology up (and down again when
 # this run brought it up). PXN_UCX_PREFIX: a UCX install holding the pxn
@@ -37,7 +41,7 @@ build=${PXN_BUILD_DIR:-$top/build}
 tests=tag_lat,tag_bw
 sizes=8,1K,8K,64K,1M,16M
 iters=
-bind=0 bind_cores=1
+bind=0 bind_cores=1 nice_ranks=
 while [ $# -gt 0 ]; do
     case $1 in
     --tests) tests=$2; shift 2 ;;
@@ -45,7 +49,8 @@ while [ $# -gt 0 ]; do
     --iters) iters=$2; shift 2 ;;
     --bind) bind=1; shift ;;
     --bind-cores) bind=1 bind_cores=$2; shift 2 ;;
-    *) echo "usage: railonly.sh [--tests T,...] [--sizes LIST] [--iters N] [--bind] [--bind-cores N]" >&2
+    --nice) nice_ranks="nice -n 19"; shift ;;
+    *) echo "usage: railonly.sh [--tests T,...] [--sizes LIST] [--iters N] [--bind] [--bind-cores N] [--nice]" >&2
        exit 2 ;;
     esac
 done
@@ -99,11 +104,11 @@ run() {
         pin_s="taskset -c $((cores - bind_cores))-$((cores - 1))"
         pin_c="taskset -c 0-$((bind_cores - 1))"
     fi
-    UCX_TLS=$tls slot "$sn" "$sr" $pin_s timeout 60 "$ucx/bin/ucx_perftest" -p $port \
+    UCX_TLS=$tls slot "$sn" "$sr" $pin_s $nice_ranks timeout 60 "$ucx/bin/ucx_perftest" -p $port \
         > "$log/server-$label-$test-$size.log" 2>&1 &
     local server=$! ok=0
     emu_wait_listen "pxn-n${sn}r${sr}" "$port" || true
-    if UCX_TLS=$tls UCX_LOG_LEVEL=info slot 0 0 $pin_c timeout 60 \
+    if UCX_TLS=$tls UCX_LOG_LEVEL=info slot 0 0 $pin_c $nice_ranks timeout 60 \
            "$ucx/bin/ucx_perftest" "10.99.$sn.$((sr + 1))" -p $port -t "$test" -s "$b" \
            -n "$n" -w $(( n / 10 + 1 )) > "$log/client-$label-$test-$size.log" 2>&1; then
         ok=1

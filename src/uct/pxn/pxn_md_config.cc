@@ -182,12 +182,13 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      ucs_offsetof(uct_pxn_md_config_t, piece_ops), UCS_CONFIG_TYPE_ULONG},
 
     {"PIECE_BYTES", "auto",
-     "Bytes at which a sender's piece goes out while its ring has a slot for\n"
-     "the next piece (a larger operation goes on in the next): the relay\n"
-     "forwards the first part of an operation while the sender copies the\n"
-     "rest, instead of the two taking turns slot by slot. The ring's last\n"
-     "slot fills up to SLOT_SIZE. auto: 256K where the relay's arena is host\n"
-     "memory, 0 with a GPU arena. 0: pieces fill up to SLOT_SIZE. 4K..1G.",
+     "Bytes at which a sender's piece is full and goes out (a larger\n"
+     "operation goes on in the next): the relay forwards the first part of\n"
+     "an operation while the sender copies the rest, instead of the two\n"
+     "taking turns slot by slot. The ring's last slot fills up to SLOT_SIZE\n"
+     "unless the operation staged has at least this much left. auto: 256K\n"
+     "where the relay's arena is host memory, 0 with a GPU arena. 0: pieces\n"
+     "fill up to SLOT_SIZE. 4K..1G.",
      ucs_offsetof(uct_pxn_md_config_t, piece_bytes), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"ROUTES", "1024",

@@ -245,7 +245,8 @@ void SendLane::drop_rkeys(uint64_t rkeys)
     }
 }
 
-bool SendLane::open_piece(abi::Op op, uint32_t route, uint64_t group)
+bool SendLane::open_piece(abi::Op op, uint32_t route, uint64_t group,
+                          const SendRequest *large)
 {
     if (builder_.is_open()) {
         publish();
@@ -269,12 +270,18 @@ bool SendLane::open_piece(abi::Op op, uint32_t route, uint64_t group)
     }
     stall_since_ns_ = 0;
     open_since_ns_  = now_ns_;
-    /* UCX_PXN_PIECE_BYTES: while the ring has a slot for the next piece
-     * (in_flight() counts this one), a piece is full at that size and goes
-     * out at once, so that the relay forwards the first part of a large
-     * operation while the sender copies the rest, instead of the two taking
-     * turns slot by slot. The ring's last slot fills up. */
-    const uint64_t size = (window_.in_flight() < geometry_.slots) ? piece_bytes_ : 0;
+    /* UCX_PXN_PIECE_BYTES: a piece is full at that size and goes out at
+     * once, so that the relay forwards the first part of a large operation
+     * while the sender copies the rest, instead of the two taking turns
+     * slot by slot. The ring's last slot (in_flight() counts this one)
+     * fills up, so that small operations keep finding room in it while the
+     * relay works, unless the piece is for an operation with at least that
+     * much left: that one goes on in pieces of the size as slots come back. */
+    uint64_t size = piece_bytes_;
+    if ((size != 0) && (window_.in_flight() == geometry_.slots) &&
+        ((large == nullptr) || (large->bytes() - large->cursor.remote_offset < size))) {
+        size = 0;
+    }
     builder_.open(seq, op, route, group, size);
     SlotRecord &record = open_record();
     record.op    = op;
@@ -387,7 +394,7 @@ unsigned SendLane::stage()
     while (!queue_.empty() && !failed_) {
         SendRequest *req = queue_.front();
         if (!builder_.accepts(req->op, req->route, 1) &&
-            !open_piece(req->op, req->route)) {
+            !open_piece(req->op, req->route, 0, req)) {
             break;
         }
         work += (append(req) != 0);

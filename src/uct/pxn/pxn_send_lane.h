@@ -294,7 +294,11 @@ private:
     /* The request ended: its completion waits for deliver(). */
     void         finish_request(SendRequest *req) { finished_.push_back(req); }
     unsigned     deliver();
-    bool         open_piece(abi::Op op, uint32_t route, uint64_t group = 0);
+    /* A new piece of (op, route, group) for `large` (the request to stage,
+     * nullptr for a whole operation) once the open one is published; false
+     * while the lane cannot take one (no ring credit, opening, failed). */
+    bool         open_piece(abi::Op op, uint32_t route, uint64_t group = 0,
+                            const SendRequest *large = nullptr);
     SlotRecord  &open_record()
     {
         return records_[slot_of(builder_.seq(), geometry_.slots)];

@@ -357,10 +357,10 @@ TEST_F(RelayLane, SmallPutsGoOutInPiecesOfPieceOpsWhileTheRingHasRoom)
 }
 
 /* UCX_PXN_PIECE_BYTES: a 40000-byte operation on a ring of 4 slots of
- * 64 KiB, the relay not running. Pieces of 4 KiB go out in the posting
- * call while the ring has a slot for the next; the ring's last slot takes
- * the rest and waits for progress. Every byte arrives. */
-TEST_F(RelayLane, LargeOperationGoesOutInPiecesOfPieceBytesWhileTheRingHasRoom)
+ * 64 KiB. Pieces of 4 KiB go out in the posting call until the ring is
+ * full (the relay does not run), and the rest in pieces of 4 KiB as slots
+ * come back: 10 in all. Every byte arrives. */
+TEST_F(RelayLane, LargeOperationGoesOutInPiecesOfPieceBytes)
 {
     for (const auto op : {pxn::abi::kOpPut, pxn::abi::kOpGet}) {
         settings_.piece_bytes = 4096;
@@ -381,10 +381,10 @@ TEST_F(RelayLane, LargeOperationGoesOutInPiecesOfPieceBytesWhileTheRingHasRoom)
                   lane->post(&owner, op, route.route, lane_rkey(*lane),
                              reinterpret_cast<uint64_t>(target_.data()), &iov, 1,
                              &comp.comp));
-        EXPECT_EQ(3u, sender_counters_.pieces - before) << op;
+        EXPECT_EQ(4u, sender_counters_.pieces - before) << op;
         ASSERT_TRUE(drive([&] { return comp.calls == 1; }));
         EXPECT_EQ(UCS_OK, comp.comp.status);
-        EXPECT_EQ(4u, sender_counters_.pieces - before) << op;
+        EXPECT_EQ(10u, sender_counters_.pieces - before) << op;
         EXPECT_EQ(0, memcmp(target_.data(), get ? pattern(40000, 9).data() :
                                                   local.data(), 40000)) << op;
         if (get) {
@@ -393,6 +393,36 @@ TEST_F(RelayLane, LargeOperationGoesOutInPiecesOfPieceBytesWhileTheRingHasRoom)
         lane.reset(); /* before the relay it used */
         TearDown();
         SetUp();
+    }
+}
+
+/* Small operations, each staged whole in its call: pieces of 4 KiB while
+ * the ring has a slot for the next, then the ring's last slot fills up, so
+ * that they keep finding room while the relay works. */
+TEST_F(RelayLane, SmallOperationsFillTheRingsLastSlotBeyondPieceBytes)
+{
+    settings_.piece_bytes = 4096;
+    std::unique_ptr<SendLane> lane;
+    pxn::RouteAnswer route;
+    ASSERT_NO_FATAL_FAILURE(open_route(65536, 2, &lane, &route));
+    const uint32_t rkey = lane_rkey(*lane);
+    TestOwner owner;
+    const uint64_t before = sender_counters_.pieces;
+    for (uint64_t i = 0; i < 40; ++i) { /* 3 pieces of 4, then 28 in one */
+        size_t packed = 0;
+        const pxn::uct::ImmediateOp op{
+                pxn::abi::kOpPut, route.route, rkey,
+                reinterpret_cast<uint64_t>(target_.data()) + i * 1024, 1024};
+        ASSERT_EQ(UCS_OK, lane->stage_now(&owner, op, &packed, [&](uint8_t *dest) {
+            memset(dest, int(i + 1), 1024);
+            return size_t(1024);
+        })) << i;
+    }
+    EXPECT_EQ(3u, sender_counters_.pieces - before);
+    ASSERT_TRUE(drive([&] { return owner.done.size() == 40; }));
+    EXPECT_EQ(4u, sender_counters_.pieces - before);
+    for (uint64_t i = 0; i < 40; ++i) {
+        EXPECT_EQ(uint8_t(i + 1), target_[i * 1024 + 1023]) << i;
     }
 }
 
