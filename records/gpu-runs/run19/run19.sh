@@ -7,9 +7,11 @@
 # use), interleaved, each railonly.sh run with its own same-rail runs; then
 # what run 18's second call left: bound bandwidth, UCP's RMA through pxn,
 # NIXL's notification pattern. $1:
-#   bw    bandwidth and large-message latency, unbound then bound (~7 min)
-#   rest  UCP RMA (put bandwidth, get) and nixl_notify, off and auto; the
-#         UCT bench (tcp, yielding and spinning) off and auto (~6 min)
+#   bw    bandwidth and large-message latency, ranks unbound, twice (bw.txt)
+#   bind  the same, ranks bound to a core each, once (bw-bind.txt); UCP's
+#         RMA through pxn (put bandwidth, get), off and auto (rma.txt)
+#   rest  nixl_notify, off and auto (notify.txt); the UCT bench (tcp,
+#         yielding applications) off and auto (uct.txt)
 set -u
 top=$PWD c=$top/gpu-carry out=${OUT:-$top/gpu-out}
 mkdir -p "$out"
@@ -30,17 +32,19 @@ big="--tests tag_lat,ucp_am_lat,tag_bw,ucp_am_bw --sizes 256K,1M,4M,16M --iters 
 if [ "$1" = bw ]; then
     for r in 1 2; do
         for v in 0 auto; do
-            ro bw.txt 100 $v $big
+            ro bw.txt 140 $v $big
         done
     done
-    for v in 0 auto; do
-        ro bw-bind.txt 100 $v $big --bind
-    done
 fi
-if [ "$1" = rest ]; then
+if [ "$1" = bind ]; then
+    for v in 0 auto; do
+        ro bw-bind.txt 140 $v $big --bind
+    done
     for v in 0 auto; do
         ro rma.txt 90 $v --tests ucp_put_bw,ucp_get --sizes 1M,16M
     done
+fi
+if [ "$1" = rest ]; then
     for v in 0 auto; do
         ro notify.txt 60 $v --tests nixl_notify --sizes 8,64K,1M
     done
