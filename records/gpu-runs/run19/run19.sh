@@ -11,7 +11,8 @@
 #   bind  the same, ranks bound to a core each, once (bw-bind.txt); UCP's
 #         RMA through pxn (put bandwidth, get), off and auto (rma.txt)
 #   rest  nixl_notify, off and auto (notify.txt); the UCT bench (tcp,
-#         yielding applications) off and auto (uct.txt)
+#         yielding applications) off and auto (uct.txt); small-message
+#         latency at the default, ranks unbound then bound (lat.txt)
 set -u
 top=$PWD c=$top/gpu-carry out=${OUT:-$top/gpu-out}
 mkdir -p "$out"
@@ -54,5 +55,8 @@ if [ "$1" = rest ]; then
         UCX_PXN_PIECE_BYTES=$v timeout 120 "$c/build/bench/ucx_pxn_bench" --reps 3 \
             --sizes 1M,4M,16M --total 512M 2>&1 | tee -a "$out/uct.txt"
         bash contrib/topology.sh down >/dev/null 2>&1
+    done
+    for b in "" --bind; do
+        ro lat.txt 90 auto --tests tag_lat,ucp_am_lat --sizes 8,1K,8K,16K,64K $b
     done
 fi
