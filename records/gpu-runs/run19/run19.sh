@@ -53,7 +53,7 @@ if [ "$1" = rest ]; then
         section "UCX_PXN_PIECE_BYTES=$v: ucx_pxn_bench tcp"
         UCX_PXN_PIECE_BYTES=$v timeout 120 bash contrib/topology.sh up --nodes 2 --rails 2 >/dev/null 2>&1
         UCX_PXN_PIECE_BYTES=$v timeout 120 "$c/build/bench/ucx_pxn_bench" --reps 3 \
-            --sizes 1M,4M,16M --total 512M 2>&1 | tee -a "$out/uct.txt"
+            --sizes 1M,4M,16M --total 512M --env UCX_PXN_PIECE_BYTES=$v 2>&1 | tee -a "$out/uct.txt"
         bash contrib/topology.sh down >/dev/null 2>&1
     done
     for b in "" --bind; do
