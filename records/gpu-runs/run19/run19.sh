@@ -26,7 +26,7 @@ cp "$c/build/.libs/libpxn_transport.so.0.0.0" "$c/ucx/lib/ucx/libpxn_transport.s
 ro() { # <file> <timeout> <PIECE_BYTES> <railonly.sh args...>
     local f=$1 t=$2 v=$3
     shift 3
-    section "UCX_PXN_PIECE_BYTES=$v: railonly.sh $*"
+    section "UCX_PXN_PIECE_BYTES=$v: railonly.sh $*" | tee -a "$out/$f"
     UCX_PXN_PIECE_BYTES=$v timeout "$t" bash contrib/railonly.sh "$@" 2>&1 | tee -a "$out/$f"
 }
 big="--tests tag_lat,ucp_am_lat,tag_bw,ucp_am_bw --sizes 256K,1M,4M,16M --iters 200"
