@@ -10,6 +10,7 @@
 #   bw    bandwidth and large-message latency, ranks unbound, twice (bw.txt)
 #   bind  the same, ranks bound to a core each, once (bw-bind.txt); UCP's
 #         RMA through pxn (put bandwidth, get), off and auto (rma.txt)
+#   bind2 the bound bandwidth runs again, twice, in a later call (bw-bind2.txt)
 #   rest  nixl_notify, off and auto (notify.txt); the UCT bench (tcp,
 #         yielding applications) off and auto (uct.txt); small-message
 #         latency at the default, ranks unbound then bound (lat.txt)
@@ -43,6 +44,13 @@ if [ "$1" = bind ]; then
     done
     for v in 0 auto; do
         ro rma.txt 90 $v --tests ucp_put_bw,ucp_get --sizes 1M,16M
+    done
+fi
+if [ "$1" = bind2 ]; then
+    for r in 1 2; do
+        for v in 0 auto; do
+            ro bw-bind2.txt 140 $v $big --bind
+        done
     done
 fi
 if [ "$1" = rest ]; then
