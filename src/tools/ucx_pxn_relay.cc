@@ -251,11 +251,13 @@ int main(int argc, char **argv)
         const pxn::abi::LatencyHistogram &p = c.relay.pickup;
         printf("ucx_pxn_relay: stopped by signal %d: relayed %lu pieces, %lu "
                "bytes, %lu failed, %lu rejected, %lu lanes served; doorbell to "
-               "pickup mean %.1f us, %lu of %lu over 1 ms\n", sig,
+               "pickup mean %.1f us, %lu of %lu over 1 ms; am %lu messages, %lu "
+               "credit waits\n", sig,
                c.relay.pieces, c.relay.bytes, c.relay.failed_pieces,
                c.relay.rejected, c.relay.lane_resets,
                p.count ? p.sum_ns / 1e3 / p.count : 0.0,
-               pxn::abi::latency_over(p, 1000000), p.count);
+               pxn::abi::latency_over(p, 1000000), p.count, c.relay.am_messages,
+               c.relay.am_credit_waits);
     }
     return 0;
 }

@@ -70,6 +70,7 @@ constexpr Slot kRelay01 = {0, 1}, kRelay10 = {1, 0};
 struct RelayStats {
     bool     found = false;
     uint64_t pieces = 0, bytes = 0, failed = 0, rejected = 0;
+    uint64_t am_messages = 0, am_credit_waits = 0;
 };
 
 inline std::string front_ip(Slot s)
@@ -223,6 +224,10 @@ protected:
                    (sscanf(out.c_str() + at, "relayed %lu pieces, %lu bytes, %lu "
                            "failed, %lu rejected", &st.pieces, &st.bytes, &st.failed,
                            &st.rejected) == 4);
+        const size_t am = out.find("; am ", at);
+        st.found = st.found && (am != std::string::npos) &&
+                   (sscanf(out.c_str() + am, "; am %lu messages, %lu credit waits",
+                           &st.am_messages, &st.am_credit_waits) == 2);
         EXPECT_TRUE(st.found) << out;
         return st;
     }
