@@ -187,8 +187,8 @@ ucs_config_field_t uct_pxn_md_config_table[] = {
      "an operation while the sender copies the rest, instead of the two\n"
      "taking turns slot by slot. The ring's last slot fills up to SLOT_SIZE\n"
      "unless the operation staged has at least this much left. auto: 256K\n"
-     "where the relay's arena is host memory, 0 with a GPU arena. 0: pieces\n"
-     "fill up to SLOT_SIZE. 4K..1G.",
+     "where the relay's arena is host memory, 0 with a GPU arena. 0 or inf:\n"
+     "pieces fill up to SLOT_SIZE. 4K..1G.",
      ucs_offsetof(uct_pxn_md_config_t, piece_bytes), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"ROUTES", "1024",
