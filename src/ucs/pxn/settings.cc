@@ -153,10 +153,11 @@ ucs_status_t validate(const Settings &s, std::string *error)
     if (s.piece_ops > kMaxPlan) {
         return out_of_range(error, "PIECE_OPS", s.piece_ops, "must be 0..65536");
     }
-    if ((s.piece_bytes != kPieceBytesAuto) && (s.piece_bytes != 0) &&
+    if ((s.piece_bytes != kPieceBytesAuto) && (s.piece_bytes != kPieceBytesInf) &&
+        (s.piece_bytes != 0) &&
         ((s.piece_bytes < kMinSlotSize) || (s.piece_bytes > kMaxSlotSize))) {
         return out_of_range(error, "PIECE_BYTES", s.piece_bytes,
-                            "must be auto, 0 (off) or 4096..1073741824 bytes");
+                            "must be auto, 0 or inf (off), or 4096..1073741824 bytes");
     }
     if ((s.routes < 1) || (s.routes > kMaxRoutes)) {
         return out_of_range(error, "ROUTES", s.routes, "must be 1..65536");
@@ -231,7 +232,7 @@ uint64_t piece_bytes_for(const Settings &s, bool host_arena)
     if (s.piece_bytes == kPieceBytesAuto) {
         return host_arena ? kHostPieceBytes : 0;
     }
-    return s.piece_bytes;
+    return (s.piece_bytes == kPieceBytesInf) ? 0 : s.piece_bytes;
 }
 
 bool engine_nice_value(const Settings &s, int *nice)

@@ -46,8 +46,11 @@ constexpr uint32_t kMaxGatherCtas    = 1024;
 constexpr uint64_t kMaxArenaSize     = 64ull << 30;
 constexpr size_t   kMaxGroupLength   = 64;
 constexpr size_t   kMaxNodeIdLength  = 63;
-/* UCX_PXN_PIECE_BYTES=auto, and what it means with a host arena. */
-constexpr uint64_t kPieceBytesAuto   = UINT64_MAX;
+/* UCX_PXN_PIECE_BYTES as UCX's memory units read them: auto and inf (the
+ * values of UCS_MEMUNITS_AUTO and _INF), and what auto means with a host
+ * arena. */
+constexpr uint64_t kPieceBytesAuto   = UINT64_MAX - 1;
+constexpr uint64_t kPieceBytesInf    = UINT64_MAX;
 constexpr uint64_t kHostPieceBytes   = 256ull << 10;
 
 /* How the relay connects its inner eps to targets. */
@@ -99,7 +102,7 @@ struct Settings {
     Geometry                 geometry;
     uint32_t                 inflight_depth    = 4;
     uint32_t                 piece_ops         = 64;  /* 0: pieces fill up */
-    uint64_t                 piece_bytes       = kPieceBytesAuto; /* 0: off */
+    uint64_t                 piece_bytes       = kPieceBytesAuto; /* 0, inf: off */
     uint32_t                 routes            = 1024; /* relay's route table */
     double                   credit_timeout    = 1.0; /* seconds */
     double                   heartbeat_timeout = 3.0; /* seconds */
@@ -119,7 +122,7 @@ struct Settings {
 };
 
 /* UCX_PXN_PIECE_BYTES for a relay whose arena is host memory or not: 0
- * when pieces fill up to the slot. */
+ * (also for inf) when pieces fill up to the slot. */
 uint64_t piece_bytes_for(const Settings &settings, bool host_arena);
 
 /* UCX_PXN_ENGINE_NICE as a number; false for "inherit". */

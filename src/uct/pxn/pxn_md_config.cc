@@ -378,10 +378,9 @@ ucs_status_t uct_pxn_md_settings(const uct_pxn_md_config_t *config,
     s.lane_linger        = config->lane_linger;
     s.initial_seq        = config->initial_seq;
     s.relay_slice        = config->relay_slice;
-    s.piece_bytes        = (config->piece_bytes == UCS_MEMUNITS_AUTO) ?
-                           pxn::kPieceBytesAuto :
-                           (config->piece_bytes == UCS_MEMUNITS_INF) ? 0 :
-                           config->piece_bytes;
+    static_assert((pxn::kPieceBytesAuto == UCS_MEMUNITS_AUTO) &&
+                  (pxn::kPieceBytesInf == UCS_MEMUNITS_INF), "memory units");
+    s.piece_bytes        = config->piece_bytes;
     s.relay_slice_merge  = config->relay_slice_merge;
     s.relay_sgl          = (config->relay_sgl != 0);
     s.am_poll            = (config->am_poll != 0);

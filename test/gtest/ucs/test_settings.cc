@@ -126,18 +126,20 @@ TEST(Settings, NamesTheVariableOfEachBadField)
     }
 }
 
-TEST(Settings, PieceBytesAutoCutsPiecesOnlyInAHostArena)
+TEST(Settings, PieceBytesAutoCutsPiecesOnlyInAHostArenaAndInfIsOff)
 {
     pxn::Settings s = valid_settings();
     EXPECT_EQ(pxn::kPieceBytesAuto, s.piece_bytes); /* the default */
     EXPECT_EQ(256u << 10, pxn::piece_bytes_for(s, true));
     EXPECT_EQ(0u, pxn::piece_bytes_for(s, false));
-    for (const uint64_t bytes : {uint64_t(0), uint64_t(4096), uint64_t(1) << 30}) {
+    for (const uint64_t bytes : {uint64_t(0), uint64_t(4096), uint64_t(1) << 30,
+                                 pxn::kPieceBytesInf}) {
         s.piece_bytes = bytes;
         std::string error;
         EXPECT_EQ(UCS_OK, pxn::validate(s, &error)) << bytes << ": " << error;
-        EXPECT_EQ(bytes, pxn::piece_bytes_for(s, true));
-        EXPECT_EQ(bytes, pxn::piece_bytes_for(s, false));
+        const uint64_t expect = (bytes == pxn::kPieceBytesInf) ? 0 : bytes;
+        EXPECT_EQ(expect, pxn::piece_bytes_for(s, true)) << bytes;
+        EXPECT_EQ(expect, pxn::piece_bytes_for(s, false)) << bytes;
     }
 }
 

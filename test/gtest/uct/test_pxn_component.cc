@@ -274,6 +274,18 @@ TEST_F(PxnComponent, AcceptsLongestGroupName)
     uct_md_close(md);
 }
 
+/* auto, 0 and a size within 4K..1G are taken; inf means 0 (a size above
+ * 1G is refused: RejectsOutOfRangeGeometry). */
+TEST_F(PxnComponent, AcceptsPieceBytesAutoZeroInfOrASize)
+{
+    for (const char *value : {"auto", "0", "inf", "4K", "256K", "1G"}) {
+        ScopedEnv bytes("UCX_PXN_PIECE_BYTES", value);
+        uct_md_h md;
+        ASSERT_EQ(UCS_OK, open_md(&md)) << value;
+        uct_md_close(md);
+    }
+}
+
 TEST_F(PxnComponent, RejectsOutOfRangeGeometry)
 {
     expect_rejected("UCX_PXN_LANES", "0");
